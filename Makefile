@@ -1,0 +1,24 @@
+# Convenience targets; ./dev is the source of truth.
+.PHONY: build up test bench fuzz fmt vet
+
+build:
+	./dev build
+
+up:
+	./dev up
+
+test:
+	./dev test
+
+bench:
+	go test -run '^$$' -bench . -benchtime 3x ./internal/client/
+
+fuzz:
+	go test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./internal/wire/
+	go test -run '^$$' -fuzz FuzzServeRequest -fuzztime 30s ./internal/share/
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	go vet ./...

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/controller"
+	"pando.dev/pando/internal/share"
+)
+
+func newControllerCmd(g *cli.Globals) *cobra.Command {
+	var cfg controller.Config
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run a domain's controller (namespace, users, ACLs, CA, tokens)",
+		Long: `Run a domain's controller. At first start it creates the domain, its CA and an
+administrator, whose credentials it writes to STATE/admin.json.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Log = g.Logger()
+			c, err := controller.Start(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "controller of domain %s listening on %s\nadministrator credentials: %s\n", c.Domain(), c.Addr(), c.AdminBundlePath())
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfg.StateDir, "state", ".pando/controller", "state directory (database, CA, admin credentials)")
+	cmd.Flags().StringVar(&cfg.Domain, "domain", "", "domain name (required at first start)")
+	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to listen on")
+	cmd.Flags().StringVar(&cfg.Advertise, "advertise", "", "address clients dial (default: the listen address)")
+	cmd.Flags().DurationVar(&cfg.TokenTTL, "token-ttl", 10*time.Minute, "lifetime of the access tokens the controller signs")
+	return cmd
+}
+
+func newShareCmd(g *cli.Globals) *cobra.Command {
+	var rc share.RunConfig
+	cmd := &cobra.Command{
+		Use:   "share",
+		Short: "Export a local directory to the domain, or list shares (share ls)",
+		Long: `Export a local directory to the domain. The first run registers the share with
+the controller using an administrator's credentials (--config) and keeps the
+share's own certificate in --state; mount it with 'pando ns mount'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rc.Root == "" || rc.Name == "" {
+				return cli.Usagef("pando share needs --root DIR and --name NAME")
+			}
+			cfg, err := g.Config()
+			if err != nil && !errors.Is(err, config.ErrNoConfig) {
+				return err
+			}
+			rc.Credentials = cfg
+			if rc.StateDir == "" {
+				rc.StateDir = filepath.Join(filepath.Dir(config.DefaultPath()), "shares")
+			}
+			rc.Log = g.Logger()
+			s, err := share.Start(cmd.Context(), rc)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "share %s exporting %s on %s\n", rc.Name, rc.Root, s.Addr)
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&rc.Root, "root", "", "directory to export")
+	cmd.Flags().StringVar(&rc.Name, "name", "", "share name")
+	cmd.Flags().StringVar(&rc.Listen, "listen", "127.0.0.1:0", "address to listen on")
+	cmd.Flags().StringVar(&rc.Advertise, "advertise", "", "address others dial (for NAT, firewalls, pando wan; default the listen address)")
+	cmd.Flags().StringVar(&rc.StateDir, "state", "", "where the share keeps its certificate (default next to the client configuration)")
+	cmd.Flags().StringVar(&rc.Controller, "controller", "", "controller address (default: from the configuration)")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "ls",
+		Short: "List the shares registered with the controller",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.Client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := g.Context(cmd.Context())
+			defer cancel()
+			shares, err := c.ShareList(ctx)
+			if err != nil {
+				return err
+			}
+			rows := [][]string{{"NAME", "STATE", "ADDRESS", "LAST SEEN"}}
+			for _, s := range shares {
+				state := "offline"
+				if s.Online {
+					state = "online"
+				}
+				rows = append(rows, []string{s.Name, state, strings.Join(s.Addrs, ","), time.Unix(0, s.LastSeen).Format(time.DateTime)})
+			}
+			return cli.Table(cmd.OutOrStdout(), rows)
+		},
+	})
+	return cmd
+}
+
+func newUpCmd(g *cli.Globals) *cobra.Command {
+	var (
+		state, domain, listen string
+		dirs                  []string
+		noConfig              bool
+	)
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start a whole domain in one process: controller and shares",
+		Long: `Start pando on its embedded default: a controller (state in ./.pando) and one
+share per --share DIR, mounted at /<domain>/<basename of DIR>. The administrator's
+client configuration is written so that the CLI works at once. Ctrl-C stops it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			log := g.Logger()
+			if len(dirs) == 0 {
+				dirs = []string{filepath.Join(state, "data")}
+				if err := os.MkdirAll(dirs[0], 0o755); err != nil {
+					return err
+				}
+			}
+			names := map[string]string{}
+			for _, d := range dirs {
+				fi, err := os.Stat(d)
+				if err != nil || !fi.IsDir() {
+					return cli.Usagef("--share %s: not a directory", d)
+				}
+				abs, _ := filepath.Abs(d)
+				name := shareName(abs)
+				if other, dup := names[name]; dup {
+					return cli.Usagef("--share %s and --share %s would both be named %q; rename one directory", other, d, name)
+				}
+				names[name] = abs
+			}
+			c, err := controller.Start(ctx, controller.Config{StateDir: filepath.Join(state, "controller"), Domain: domain, Listen: listen, Log: log})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			admin, err := config.Load(c.AdminBundlePath())
+			if err != nil {
+				return err
+			}
+			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
+			var shares []*share.Running
+			defer func() {
+				for _, s := range shares {
+					s.Close()
+				}
+			}()
+			cl, err := g.ClientFor(admin)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			for name, dir := range names {
+				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: "127.0.0.1:0",
+					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log})
+				if err != nil {
+					return err
+				}
+				shares = append(shares, s)
+				prefix := "/" + c.Domain() + "/" + name
+				if err := cl.MountAdd(ctx, prefix, name, ""); err != nil && !errors.Is(err, fs.ErrExist) {
+					return err
+				}
+				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)
+			}
+			fmt.Fprintf(out, "\npando is up: domain %s, controller %s\n", c.Domain(), c.Addr())
+			fmt.Fprintf(out, "administrator credentials: %s%s\n\n", cfgPath, note)
+			fmt.Fprintf(out, "Try:\n  pando ls /%s\n  pando put README.md /%s/%s/\n  pando user add alice     # writes alice.json, a credential bundle for alice\n  pando acl set /%s/%s alice read\n\nCtrl-C stops pando.\n",
+				c.Domain(), c.Domain(), firstName(names), c.Domain(), firstName(names))
+			<-ctx.Done()
+			fmt.Fprintln(out, "stopping")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&state, "state", ".pando", "state directory")
+	cmd.Flags().StringVar(&domain, "domain", "local", "domain name (used at first start)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "controller address")
+	cmd.Flags().StringArrayVar(&dirs, "share", nil, "directory to export (repeatable; default STATE/data)")
+	cmd.Flags().BoolVar(&noConfig, "no-config", false, "do not write the administrator's configuration to the default place")
+	return cmd
+}
+
+// installConfig makes the administrator's credentials the default client
+// configuration, unless another domain's configuration is already there.
+func installConfig(g *cli.Globals, admin *config.Config, bundle string, skip bool) (string, string) {
+	if g.ConfigPath != "" || skip {
+		return bundle, fmt.Sprintf("\n  (use them with: export PANDO_CONFIG=%s)", bundle)
+	}
+	def := config.DefaultPath()
+	if cur, err := config.Load(def); err == nil && cur.CA != admin.CA {
+		return bundle, fmt.Sprintf("\n  (%s belongs to another domain and was left alone; use: export PANDO_CONFIG=%s)", def, bundle)
+	}
+	if err := admin.Save(def); err != nil {
+		return bundle, fmt.Sprintf("\n  (could not write %s: %v; use: export PANDO_CONFIG=%s)", def, err, bundle)
+	}
+	return def, ""
+}
+
+// shareName derives a share name from a directory's base name.
+func shareName(dir string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(filepath.Base(dir)) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_', r == '.' && b.Len() > 0:
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-.")
+	if s == "" {
+		s = "data"
+	}
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
+}
+
+func firstName(m map[string]string) string {
+	best := ""
+	for k := range m {
+		if best == "" || k < best {
+			best = k
+		}
+	}
+	return best
+}

@@ -1,0 +1,83 @@
+package client
+
+import (
+	"context"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// Controller operations: thin, typed wrappers of ControllerCall.
+
+// WhoAmI asks the controller who this client is.
+func (c *Client) WhoAmI(ctx context.Context) (wire.WhoAmIResp, error) {
+	var r wire.WhoAmIResp
+	err := c.ControllerCall(ctx, wire.OpWhoAmI, wire.Empty{}, &r)
+	return r, err
+}
+
+// MountAdd mounts share:sharePath at the global prefix.
+func (c *Client) MountAdd(ctx context.Context, prefix, share, sharePath string) error {
+	g, err := Clean(prefix)
+	if err != nil {
+		return err
+	}
+	defer c.forgetMounts()
+	return c.ControllerCall(ctx, wire.OpMountAdd, wire.MountEntry{Prefix: g, Share: share, SharePath: sharePath}, nil)
+}
+
+// MountRemove removes the mount at prefix.
+func (c *Client) MountRemove(ctx context.Context, prefix string) error {
+	g, err := Clean(prefix)
+	if err != nil {
+		return err
+	}
+	defer c.forgetMounts()
+	return c.ControllerCall(ctx, wire.OpMountRemove, wire.PathReq{Path: g}, nil)
+}
+
+// ShareList lists the registered shares.
+func (c *Client) ShareList(ctx context.Context) ([]wire.ShareInfo, error) {
+	var r wire.ShareListResp
+	err := c.ControllerCall(ctx, wire.OpShareList, wire.Empty{}, &r)
+	return r.Shares, err
+}
+
+// UserAdd creates a user and returns their credentials.
+func (c *Client) UserAdd(ctx context.Context, name string, groups []string) (wire.UserAddResp, error) {
+	var r wire.UserAddResp
+	err := c.ControllerCall(ctx, wire.OpUserAdd, wire.UserAddReq{Name: name, Groups: groups}, &r)
+	return r, err
+}
+
+// UserList lists users.
+func (c *Client) UserList(ctx context.Context) ([]wire.UserInfo, error) {
+	var r wire.UserListResp
+	err := c.ControllerCall(ctx, wire.OpUserList, wire.Empty{}, &r)
+	return r.Users, err
+}
+
+// UserRevoke revokes a user's certificates and tokens.
+func (c *Client) UserRevoke(ctx context.Context, name string) error {
+	return c.ControllerCall(ctx, wire.OpUserRevoke, wire.UserRevokeReq{Name: name}, nil)
+}
+
+// ACLGet returns the ACL on a prefix.
+func (c *Client) ACLGet(ctx context.Context, prefix string) (wire.ACLResp, error) {
+	var r wire.ACLResp
+	g, err := Clean(prefix)
+	if err != nil {
+		return r, err
+	}
+	err = c.ControllerCall(ctx, wire.OpACLGet, wire.PathReq{Path: g}, &r)
+	return r, err
+}
+
+// ACLSet changes entries of the ACL on a prefix.
+func (c *Client) ACLSet(ctx context.Context, prefix string, entries []wire.ACLEntry, replace bool) error {
+	g, err := Clean(prefix)
+	if err != nil {
+		return err
+	}
+	defer c.forgetMounts()
+	return c.ControllerCall(ctx, wire.OpACLSet, wire.ACLSetReq{Path: g, Entries: entries, Replace: replace}, nil)
+}

@@ -1,0 +1,274 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// Options tune a Client.
+type Options struct {
+	// Streams is the number of data channels per share (default 2).
+	Streams int
+	// MountTTL is how long the mount table is trusted (default 5s).
+	MountTTL time.Duration
+}
+
+// Client talks to one domain's controller and its shares.
+type Client struct {
+	cfg     *config.Config
+	opts    Options
+	ctrlTLS *tls.Config
+	cert    tls.Certificate
+
+	mu       sync.Mutex
+	ctrl     *rpc.Conn
+	mounts   []wire.MountEntry
+	mountsAt time.Time
+	targets  map[string]*target // by mount prefix
+	shares   map[string]*shareConn
+	closed   bool
+}
+
+// target is what the controller said about one mount prefix.
+type target struct {
+	wire.ResolveResp
+	fetched time.Time
+}
+
+func (t *target) fresh(now time.Time) bool {
+	exp := time.Unix(0, t.Expires)
+	return now.Add(exp.Sub(t.fetched) / 10).Before(exp)
+}
+
+// New makes a client from a configuration. It does not connect yet.
+func New(cfg *config.Config, opts Options) (*Client, error) {
+	if opts.Streams <= 0 {
+		opts.Streams = 2
+	}
+	if opts.MountTTL <= 0 {
+		opts.MountTTL = 5 * time.Second
+	}
+	domain := cfg.Domain
+	ctrlTLS, err := cfg.ClientTLS(func(id auth.Identity) error {
+		if id.Role != auth.RoleController || id.Domain != domain {
+			return fmt.Errorf("expected the controller of domain %s, but the server is %s", domain, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	cert, err := cfg.Certificate()
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		cfg: cfg, opts: opts, ctrlTLS: ctrlTLS, cert: cert,
+		targets: make(map[string]*target), shares: make(map[string]*shareConn),
+	}, nil
+}
+
+// Domain is the client's home domain.
+func (c *Client) Domain() string { return c.cfg.Domain }
+
+// Principal is who the client is, e.g. "alice@uva".
+func (c *Client) Principal() string { return c.cfg.User + "@" + c.cfg.Domain }
+
+// Close ends every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	ctrl := c.ctrl
+	c.ctrl = nil
+	shares := c.shares
+	c.shares = make(map[string]*shareConn)
+	c.mu.Unlock()
+	if ctrl != nil {
+		ctrl.Close()
+	}
+	for _, s := range shares {
+		s.close()
+	}
+	return nil
+}
+
+func explain(err error) error {
+	var he *rpc.HandshakeError
+	if errors.As(err, &he) {
+		return auth.ExplainHandshakeError(he.Err, he.Addr)
+	}
+	return err
+}
+
+// controller returns a working connection to the controller.
+func (c *Client) controller(ctx context.Context) (*rpc.Conn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("client is closed")
+	}
+	if c.ctrl != nil && c.ctrl.Err() == nil {
+		conn := c.ctrl
+		c.mu.Unlock()
+		return conn, nil
+	}
+	c.mu.Unlock()
+	conn, err := rpc.Dial(ctx, c.cfg.Controller, c.ctrlTLS, wire.ChannelControl)
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to the controller of %s: %w", c.cfg.Domain, explain(err))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctrl != nil && c.ctrl.Err() == nil {
+		conn.Close()
+		return c.ctrl, nil
+	}
+	c.ctrl = conn
+	return conn, nil
+}
+
+// ControllerCall sends one request to the controller, retrying idempotent
+// requests once on a broken connection.
+func (c *Client) ControllerCall(ctx context.Context, op wire.Op, req, resp any) error {
+	for attempt := 0; ; attempt++ {
+		conn, err := c.controller(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = conn.Call(ctx, op, req, nil, resp, nil)
+		if err != nil && errors.Is(err, rpc.ErrBroken) && op.Idempotent() && attempt == 0 {
+			continue
+		}
+		return explain(err)
+	}
+}
+
+// Loc is a global path resolved to a place in a share.
+type Loc struct {
+	Global string // cleaned global path
+	Prefix string // mount prefix; "" for a synthetic directory above mounts
+	Share  string
+	Rel    string // share-relative path
+}
+
+// Clean turns "/uva/x", "uva/x" or "pando://uva/x" into the cleaned global
+// path "/uva/x". It refuses other URL schemes.
+func Clean(p string) (string, error) {
+	if rest, ok := strings.CutPrefix(p, "pando://"); ok {
+		p = "/" + rest
+	} else if i := strings.Index(p, "://"); i > 0 && !strings.Contains(p[:i], "/") {
+		return "", fmt.Errorf("%q: only pando:// URLs and /<domain>/... paths name grid files here", p)
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	return path.Clean(p), nil
+}
+
+// MountTable returns the controller's mount table (cached for MountTTL).
+func (c *Client) MountTable(ctx context.Context) ([]wire.MountEntry, error) {
+	c.mu.Lock()
+	if c.mounts != nil && time.Since(c.mountsAt) < c.opts.MountTTL {
+		m := c.mounts
+		c.mu.Unlock()
+		return m, nil
+	}
+	c.mu.Unlock()
+	var resp wire.MountListResp
+	if err := c.ControllerCall(ctx, wire.OpMountList, wire.Empty{}, &resp); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.mounts, c.mountsAt = resp.Entries, time.Now()
+	c.mu.Unlock()
+	return resp.Entries, nil
+}
+
+// forgetMounts drops the cached mount table and tokens (after a change).
+func (c *Client) forgetMounts() {
+	c.mu.Lock()
+	c.mounts = nil
+	c.targets = make(map[string]*target)
+	c.mu.Unlock()
+}
+
+// under reports whether p is prefix or below it, component-wise.
+func under(p, prefix string) bool {
+	return p == prefix || prefix == "/" || strings.HasPrefix(p, prefix+"/")
+}
+
+// Locate resolves a global path against the mount table.
+func (c *Client) Locate(ctx context.Context, gpath string) (Loc, error) {
+	g, err := Clean(gpath)
+	if err != nil {
+		return Loc{}, err
+	}
+	if g != "/" && !under(g, "/"+c.cfg.Domain) {
+		dom := strings.SplitN(strings.TrimPrefix(g, "/"), "/", 2)[0]
+		return Loc{}, &wire.Error{Code: wire.CodeNotExist, Message: fmt.Sprintf("%s: domain %q is not linked to this one (this is domain %q)", g, dom, c.cfg.Domain)}
+	}
+	mounts, err := c.MountTable(ctx)
+	if err != nil {
+		return Loc{}, err
+	}
+	var best *wire.MountEntry
+	for i := range mounts {
+		m := &mounts[i]
+		if under(g, m.Prefix) && (best == nil || len(m.Prefix) > len(best.Prefix)) {
+			best = m
+		}
+	}
+	if best == nil {
+		return Loc{Global: g}, nil
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(g, best.Prefix), "/")
+	rel = strings.Trim(path.Join(best.SharePath, rel), "/")
+	if rel == "." {
+		rel = ""
+	}
+	return Loc{Global: g, Prefix: best.Prefix, Share: best.Share, Rel: rel}, nil
+}
+
+// target returns a fresh resolution (share addresses and token) for prefix.
+func (c *Client) target(ctx context.Context, prefix string, force bool) (*target, error) {
+	now := time.Now()
+	c.mu.Lock()
+	t := c.targets[prefix]
+	c.mu.Unlock()
+	if t != nil && !force && t.fresh(now) {
+		return t, nil
+	}
+	var resp wire.ResolveResp
+	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix}, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Share == "" {
+		c.forgetMounts()
+		return nil, &wire.Error{Code: wire.CodeStale, Message: fmt.Sprintf("%s is no longer a mount; try again", prefix)}
+	}
+	t = &target{ResolveResp: resp, fetched: now}
+	c.mu.Lock()
+	c.targets[prefix] = t
+	c.mu.Unlock()
+	return t, nil
+}
+
+// ControllerWatch runs a watch request on the controller (see rpc.Conn.Watch).
+func (c *Client) ControllerWatch(ctx context.Context, op wire.Op, req any, fn func(meta []byte) error) error {
+	conn, err := c.controller(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.Watch(ctx, op, req, fn)
+}

@@ -1,0 +1,14 @@
+// Package client is the library every pando client uses (the CLI, the FUSE
+// agent, gateways): it resolves global paths through the controller, keeps
+// the signed tokens it gets for each mount prefix, keeps connections to the
+// shares (a control channel and data channels per share), and runs file
+// operations on them.
+//
+// Contract:
+//   - Every call has a deadline (the context's, or rpc.DefaultTimeout).
+//   - Idempotent operations are retried once on a broken connection; every
+//     operation is retried once after its token expired or was revoked
+//     (the share had not acted on it). Nothing else is retried.
+//   - Errors from shares are *wire.Error values: errors.Is works with
+//     fs.ErrNotExist, fs.ErrPermission and syscall errnos.
+package client

@@ -1,0 +1,253 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// synthDir is the attributes shown for directories of the namespace that
+// lie above every mount (such as "/uva").
+var synthDir = wire.Attr{Mode: syscall.S_IFDIR | 0o555, Nlink: 2}
+
+// children lists the names directly below a synthetic directory g.
+func (c *Client) children(ctx context.Context, g string) ([]string, error) {
+	mounts, err := c.MountTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if g == "/" {
+		add(c.cfg.Domain)
+	}
+	for _, m := range mounts {
+		if m.Prefix != g && under(m.Prefix, g) {
+			rest := strings.TrimPrefix(strings.TrimPrefix(m.Prefix, g), "/")
+			add(strings.SplitN(rest, "/", 2)[0])
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// synthetic reports whether g is a namespace directory above mounts.
+func (c *Client) synthetic(ctx context.Context, loc Loc) (bool, error) {
+	if loc.Share != "" {
+		return false, nil
+	}
+	if loc.Global == "/" || loc.Global == "/"+c.cfg.Domain {
+		return true, nil
+	}
+	kids, err := c.children(ctx, loc.Global)
+	if err != nil {
+		return false, err
+	}
+	if len(kids) == 0 {
+		return false, &wire.Error{Code: wire.CodeNotExist, Message: fmt.Sprintf("%s: no share is mounted there (see `pando ns ls`)", loc.Global)}
+	}
+	return true, nil
+}
+
+func (c *Client) pathCall(ctx context.Context, op wire.Op, gpath string, resp any) (Loc, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return loc, err
+	}
+	_, _, err = c.call(ctx, loc, op, func(tok uint32) any { return wire.PathReq{Tok: tok, Path: loc.Rel} }, nil, resp, nil, nil, false)
+	return loc, named(err, loc)
+}
+
+// named shows the global path in a share's message instead of the
+// share-relative one the share knows.
+func named(err error, loc Loc) error {
+	if err == nil {
+		return nil
+	}
+	if we, ok := err.(*wire.Error); ok {
+		cp := *we
+		cp.Message = strings.Replace(cp.Message, " /"+loc.Rel+":", " "+loc.Global+":", 1)
+		cp.Message = strings.Replace(cp.Message, "/"+loc.Rel+" is outside", loc.Global+" is outside", 1)
+		return &cp
+	}
+	return err
+}
+
+// Stat returns the attributes of gpath (not following a final symlink).
+func (c *Client) Stat(ctx context.Context, gpath string) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	if syn, err := c.synthetic(ctx, loc); syn || err != nil {
+		return synthDir, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpGetAttr, func(tok uint32) any { return wire.PathReq{Tok: tok, Path: loc.Rel} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
+// ReadDir lists gpath with the attributes of every entry.
+func (c *Client) ReadDir(ctx context.Context, gpath string) ([]wire.DirEntry, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return nil, err
+	}
+	if syn, err := c.synthetic(ctx, loc); err != nil {
+		return nil, err
+	} else if syn {
+		kids, err := c.children(ctx, loc.Global)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]wire.DirEntry, len(kids))
+		for i, k := range kids {
+			out[i] = wire.DirEntry{Name: k, Attr: synthDir}
+		}
+		return out, nil
+	}
+	var resp wire.ReadDirResp
+	_, _, err = c.call(ctx, loc, wire.OpReadDir, func(tok uint32) any { return wire.PathReq{Tok: tok, Path: loc.Rel} }, nil, &resp, nil, nil, false)
+	if err != nil {
+		return nil, named(err, loc)
+	}
+	// Mounts nested below this directory show as directories too.
+	kids, err := c.children(ctx, loc.Global)
+	if err == nil {
+		for _, k := range kids {
+			if !slices.ContainsFunc(resp.Entries, func(e wire.DirEntry) bool { return e.Name == k }) {
+				resp.Entries = append(resp.Entries, wire.DirEntry{Name: k, Attr: synthDir})
+			}
+		}
+	}
+	slices.SortFunc(resp.Entries, func(a, b wire.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return resp.Entries, nil
+}
+
+// Readlink returns the target of a symlink.
+func (c *Client) Readlink(ctx context.Context, gpath string) (string, error) {
+	var resp wire.ReadlinkResp
+	_, err := c.pathCall(ctx, wire.OpReadlink, gpath, &resp)
+	return resp.Target, err
+}
+
+// Remove unlinks a file (not a directory).
+func (c *Client) Remove(ctx context.Context, gpath string) error {
+	_, err := c.pathCall(ctx, wire.OpUnlink, gpath, nil)
+	return err
+}
+
+// Rmdir removes an empty directory.
+func (c *Client) Rmdir(ctx context.Context, gpath string) error {
+	_, err := c.pathCall(ctx, wire.OpRmdir, gpath, nil)
+	return err
+}
+
+// StatFS describes the file system behind gpath.
+func (c *Client) StatFS(ctx context.Context, gpath string) (wire.StatFSResp, error) {
+	var resp wire.StatFSResp
+	_, err := c.pathCall(ctx, wire.OpStatFS, gpath, &resp)
+	return resp, err
+}
+
+// Mkdir creates a directory.
+func (c *Client) Mkdir(ctx context.Context, gpath string, mode uint32) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpMkdir, func(tok uint32) any { return wire.MkdirReq{Tok: tok, Path: loc.Rel, Mode: mode} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
+// Symlink creates gpath pointing at target.
+func (c *Client) Symlink(ctx context.Context, target, gpath string) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpSymlink, func(tok uint32) any { return wire.SymlinkReq{Tok: tok, Path: loc.Rel, Target: target} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
+// SetAttr changes mode, times or size (see wire.SetAttrReq; Tok and Path are filled in).
+func (c *Client) SetAttr(ctx context.Context, gpath string, r wire.SetAttrReq) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpSetAttr, func(tok uint32) any { r.Tok, r.Path = tok, loc.Rel; return r }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
+// Truncate sets a file's size.
+func (c *Client) Truncate(ctx context.Context, gpath string, size int64) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpTruncate, func(tok uint32) any { return wire.TruncateReq{Tok: tok, Path: loc.Rel, Size: size} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
+// twoPaths resolves two global paths that must lie in one mount.
+func (c *Client) twoPaths(ctx context.Context, op wire.Op, oldp, newp string) (Loc, Loc, error) {
+	a, err := c.Locate(ctx, oldp)
+	if err != nil {
+		return a, a, err
+	}
+	b, err := c.Locate(ctx, newp)
+	if err != nil {
+		return a, b, err
+	}
+	if a.Prefix != b.Prefix || a.Share == "" {
+		return a, b, &wire.Error{Code: wire.CodeXDev, Message: fmt.Sprintf("%s %s -> %s: both paths must lie in the same mount (%s and %s differ); copy instead", op, a.Global, b.Global, orRoot(a.Prefix), orRoot(b.Prefix))}
+	}
+	return a, b, nil
+}
+
+func orRoot(p string) string {
+	if p == "" {
+		return "the namespace root"
+	}
+	return p
+}
+
+// Rename moves oldp to newp within one mount.
+func (c *Client) Rename(ctx context.Context, oldp, newp string, noReplace bool) error {
+	a, b, err := c.twoPaths(ctx, wire.OpRename, oldp, newp)
+	if err != nil {
+		return err
+	}
+	_, _, err = c.call(ctx, a, wire.OpRename, func(tok uint32) any {
+		return wire.RenameReq{Tok: tok, Old: a.Rel, New: b.Rel, NoReplace: noReplace}
+	}, nil, nil, nil, nil, false)
+	return named(err, a)
+}
+
+// Link makes newp a hard link to oldp within one mount.
+func (c *Client) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
+	a, b, err := c.twoPaths(ctx, wire.OpLink, oldp, newp)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, a, wire.OpLink, func(tok uint32) any { return wire.RenameReq{Tok: tok, Old: a.Rel, New: b.Rel} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, b)
+}
+
+// Join joins a global directory and a name.
+func Join(dir, name string) string { return path.Join(dir, name) }

@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// shareConn holds the channels to one share: a control channel (metadata,
+// opens) and Streams data channels (bulk reads and writes).
+type shareConn struct {
+	c    *Client
+	name string
+
+	mu    sync.Mutex
+	ctl   *rpc.Conn
+	data  []*rpc.Conn
+	slots map[*rpc.Conn]map[string]slot // conn -> token (by prefix) -> slot
+	next  atomic.Uint32
+}
+
+type slot struct {
+	tok   uint32
+	token []byte // the token installed, to notice renewals
+}
+
+func (c *Client) share(name string) *shareConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.shares[name]
+	if s == nil {
+		s = &shareConn{c: c, name: name, slots: make(map[*rpc.Conn]map[string]slot)}
+		c.shares[name] = s
+	}
+	return s
+}
+
+func (s *shareConn) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctl != nil {
+		s.ctl.Close()
+	}
+	for _, d := range s.data {
+		if d != nil {
+			d.Close()
+		}
+	}
+}
+
+func (s *shareConn) dial(ctx context.Context, t *target, channel byte) (*rpc.Conn, error) {
+	name := s.name
+	conf, err := s.c.cfg.ClientTLS(func(id auth.Identity) error {
+		if id.Role != auth.RoleShare || id.Name != name {
+			return fmt.Errorf("expected share %s, but the server is %s", name, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for _, addr := range t.Addrs {
+		conn, err := rpc.Dial(ctx, addr, conf, channel)
+		if err == nil {
+			return conn, nil
+		}
+		last = explain(err)
+	}
+	if last == nil {
+		last = errors.New("the controller knows no address for it")
+	}
+	return nil, fmt.Errorf("cannot reach share %s: %w", name, last)
+}
+
+// conn returns the control channel, or data channel i when data is set.
+func (s *shareConn) conn(ctx context.Context, t *target, data bool) (*rpc.Conn, error) {
+	s.mu.Lock()
+	var cur *rpc.Conn
+	idx := 0
+	if data {
+		if len(s.data) == 0 {
+			s.data = make([]*rpc.Conn, s.c.opts.Streams)
+		}
+		idx = int(s.next.Add(1)) % len(s.data)
+		cur = s.data[idx]
+	} else {
+		cur = s.ctl
+	}
+	s.mu.Unlock()
+	if cur != nil && cur.Err() == nil {
+		return cur, nil
+	}
+	ch := wire.ChannelControl
+	if data {
+		ch = wire.ChannelData
+	}
+	conn, err := s.dial(ctx, t, ch)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var slotp **rpc.Conn
+	if data {
+		slotp = &s.data[idx]
+	} else {
+		slotp = &s.ctl
+	}
+	if *slotp != nil && (*slotp).Err() == nil {
+		conn.Close()
+		return *slotp, nil
+	}
+	if *slotp != nil {
+		delete(s.slots, *slotp)
+	}
+	*slotp = conn
+	return conn, nil
+}
+
+// tok returns the slot of t's token on conn, installing it if needed.
+func (s *shareConn) tok(ctx context.Context, conn *rpc.Conn, t *target) (uint32, error) {
+	s.mu.Lock()
+	sl, ok := s.slots[conn][t.Prefix]
+	s.mu.Unlock()
+	if ok && string(sl.token) == string(t.Token) {
+		return sl.tok, nil
+	}
+	var resp wire.AuthResp
+	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: t.Token}, nil, &resp, nil); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	m := s.slots[conn]
+	if m == nil {
+		m = make(map[string]slot)
+		s.slots[conn] = m
+	}
+	m[t.Prefix] = slot{tok: resp.Tok, token: t.Token}
+	s.mu.Unlock()
+	return resp.Tok, nil
+}
+
+// Request builds a request message for a token slot.
+type Request func(tok uint32) any
+
+// call runs one share operation for loc. For handle-bound calls, pin names
+// the connection the handle lives on (handles survive only with it).
+func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, data []byte, resp any, buf []byte, channel *rpc.Conn, dataCh bool) ([]byte, *rpc.Conn, error) {
+	if loc.Share == "" {
+		return nil, nil, &wire.Error{Code: wire.CodeNotSupp, Message: fmt.Sprintf("%s is a directory of the namespace, above every share: it holds mounts, not files", loc.Global)}
+	}
+	force := false
+	for attempt := 0; attempt < 3; attempt++ {
+		t, err := c.target(ctx, loc.Prefix, force)
+		if err != nil {
+			return nil, nil, err
+		}
+		sc := c.share(t.Share)
+		conn := channel
+		if conn == nil {
+			conn, err = sc.conn(ctx, t, dataCh)
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+		tok, err := sc.tok(ctx, conn, t)
+		if err == nil {
+			var out []byte
+			out, err = conn.Call(ctx, op, build(tok), data, resp, buf)
+			if err == nil {
+				return out, conn, nil
+			}
+		}
+		switch wire.CodeOf(err) {
+		case wire.CodeTokenExpired, wire.CodeTokenRevoked, wire.CodeNoToken:
+			// The share did not act on the request: renew and go again.
+			force = true
+			continue
+		}
+		if errors.Is(err, rpc.ErrBroken) && channel == nil && op.Idempotent() && attempt == 0 {
+			continue
+		}
+		return nil, conn, err
+	}
+	return nil, nil, fmt.Errorf("%s %s: the share keeps refusing fresh tokens", op, loc.Global)
+}

@@ -1,0 +1,547 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/store"
+	"pando.dev/pando/internal/wire"
+)
+
+// Serve dispatches one controller request.
+func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+	p := req.Conn.State.(*peer)
+	switch req.Op {
+	case wire.OpPing:
+		return rpc.Reply{}, nil
+	case wire.OpWhoAmI:
+		return c.whoami(ctx, p)
+	case wire.OpResolve:
+		return c.resolve(ctx, p, req)
+	case wire.OpMountList:
+		m, err := loadMounts(ctx, c.st)
+		return rpc.Reply{Msg: wire.MountListResp{Domain: c.keys.domain, Entries: m}}, err
+	case wire.OpMountAdd:
+		return c.mountAdd(ctx, p, req)
+	case wire.OpMountRemove:
+		return c.mountRemove(ctx, p, req)
+	case wire.OpShareRegister:
+		return c.shareRegister(ctx, p, req)
+	case wire.OpShareList:
+		return c.shareList(ctx)
+	case wire.OpUserAdd:
+		return c.userAdd(ctx, p, req)
+	case wire.OpUserList:
+		return c.userList(ctx, p)
+	case wire.OpUserRevoke:
+		return c.userRevoke(ctx, p, req)
+	case wire.OpACLGet:
+		return c.aclGet(ctx, p, req)
+	case wire.OpACLSet:
+		return c.aclSet(ctx, p, req)
+	case wire.OpWatch:
+		return c.watch(ctx, p, req)
+	}
+	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
+}
+
+func (c *Controller) subject(ctx context.Context, p *peer) (auth.Subject, error) {
+	if p.id.Role != auth.RoleUser {
+		return auth.Subject{}, wire.Errorf(wire.CodeAccess, "%s is not a user", p.id)
+	}
+	u, err := get[userRec](ctx, c.st, pfxUser+p.id.Name)
+	if err != nil {
+		return auth.Subject{}, wire.Errorf(wire.CodeNotRegistered, "user %s is not known to the controller", p.id)
+	}
+	if u.Revoked != 0 {
+		return auth.Subject{}, wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked", p.id)
+	}
+	return auth.Subject{User: u.Name, Groups: u.Groups}, nil
+}
+
+// require checks that the caller holds need on the global path g.
+func (c *Controller) require(ctx context.Context, p *peer, g string, need auth.Rights) (auth.Subject, error) {
+	s, err := c.subject(ctx, p)
+	if err != nil {
+		return s, err
+	}
+	acls, err := loadACLs(ctx, c.st)
+	if err != nil {
+		return s, err
+	}
+	have := auth.Effective(acls, s, g)
+	if !have.Has(need) {
+		missing := need &^ have
+		return s, &wire.Error{Code: wire.CodeAccess, Missing: missing.String(),
+			Message: fmt.Sprintf("%s lacks the %s right (%s) on %s; ask an administrator of the domain", p.id, missing.Describe(), missing, g)}
+	}
+	return s, nil
+}
+
+func (c *Controller) whoami(ctx context.Context, p *peer) (rpc.Reply, error) {
+	r := wire.WhoAmIResp{Principal: p.id.String(), Domain: c.keys.domain}
+	if p.id.Role == auth.RoleUser {
+		s, err := c.subject(ctx, p)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		r.Groups = s.Groups
+	}
+	return rpc.Reply{Msg: r}, nil
+}
+
+// cleanGlobal validates a global path of this domain.
+func (c *Controller) cleanGlobal(p string, mountable bool) (string, error) {
+	if !strings.HasPrefix(p, "/") || path.Clean(p) != p {
+		return "", wire.Errorf(wire.CodeInvalid, "%q is not a clean global path like /%s/data", p, c.keys.domain)
+	}
+	dom := "/" + c.keys.domain
+	if mountable && !strings.HasPrefix(p, dom+"/") {
+		return "", wire.Errorf(wire.CodeInvalid, "mounts live below /%s/ (for example /%s/data), not at %s", c.keys.domain, c.keys.domain, p)
+	}
+	if !mountable && p != "/" && p != dom && !strings.HasPrefix(p, dom+"/") {
+		return "", wire.Errorf(wire.CodeInvalid, "%s is not in domain %s", p, c.keys.domain)
+	}
+	return p, nil
+}
+
+func under(p, prefix string) bool {
+	return p == prefix || prefix == "/" || strings.HasPrefix(p, prefix+"/")
+}
+
+func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.ResolveReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	g, err := c.cleanGlobal(r.Path, false)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	subj, err := c.subject(ctx, p)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	mounts, err := loadMounts(ctx, c.st)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	var best *wire.MountEntry
+	var children []string
+	for i := range mounts {
+		m := &mounts[i]
+		if under(g, m.Prefix) && (best == nil || len(m.Prefix) > len(best.Prefix)) {
+			best = m
+		}
+		if m.Prefix != g && under(m.Prefix, g) {
+			children = append(children, strings.SplitN(strings.TrimPrefix(strings.TrimPrefix(m.Prefix, g), "/"), "/", 2)[0])
+		}
+	}
+	if best == nil {
+		if len(children) == 0 && g != "/" && g != "/"+c.keys.domain {
+			return rpc.Reply{}, wire.Errorf(wire.CodeNotExist, "%s: no share is mounted there (see `pando ns ls`)", g)
+		}
+		slices.Sort(children)
+		return rpc.Reply{Msg: wire.ResolveResp{Children: slices.Compact(children)}}, nil
+	}
+	sh, err := get[shareRec](ctx, c.st, pfxShare+best.Share)
+	if err != nil {
+		return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "%s is mounted from share %s, which is not registered", best.Prefix, best.Share)
+	}
+	acls, err := loadACLs(ctx, c.st)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	now := time.Now()
+	t := &auth.Token{
+		ID: newID(), Principal: p.id.String(), Share: best.Share, Root: best.SharePath,
+		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
+	}
+	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: auth.Effective(acls, subj, best.Prefix)})
+	for q := range acls {
+		if q != best.Prefix && under(q, best.Prefix) {
+			rel := strings.Trim(path.Join(best.SharePath, strings.TrimPrefix(q, best.Prefix)), "/")
+			t.Grants = append(t.Grants, auth.Grant{Path: rel, Rights: auth.Effective(acls, subj, q)})
+		}
+	}
+	signed, err := auth.SignToken(c.keys.tokenKey, t)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	return rpc.Reply{Msg: wire.ResolveResp{
+		Prefix: best.Prefix, Share: best.Share, SharePath: best.SharePath, Addrs: sh.Addrs,
+		Token: signed, Expires: t.Expires.UnixNano(),
+	}}, nil
+}
+
+func (c *Controller) mountAdd(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var m wire.MountEntry
+	if err := req.Decode(&m); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := c.cleanGlobal(m.Prefix, true); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := c.require(ctx, p, m.Prefix, auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	m.SharePath = strings.Trim(m.SharePath, "/")
+	if m.SharePath != "" {
+		if _, err := auth.CleanRel(m.SharePath); err != nil {
+			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "share path: %v", err)
+		}
+	}
+	if _, err := get[shareRec](ctx, c.st, pfxShare+m.Share); err != nil {
+		return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %q is not registered (see `pando share ls`)", m.Share)
+	}
+	b, err := wire.Marshal(m)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if err := c.st.CompareAndSwap(ctx, pfxMount+m.Prefix, nil, b); errors.Is(err, store.ErrConflict) {
+		return rpc.Reply{}, wire.Errorf(wire.CodeExist, "%s is already a mount; unmount it first", m.Prefix)
+	} else if err != nil {
+		return rpc.Reply{}, err
+	}
+	return rpc.Reply{}, nil
+}
+
+func (c *Controller) mountRemove(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.PathReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := c.require(ctx, p, r.Path, auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	if err := c.st.Delete(ctx, pfxMount+r.Path); errors.Is(err, store.ErrNotFound) {
+		return rpc.Reply{}, wire.Errorf(wire.CodeNotExist, "%s is not a mount (see `pando ns ls`)", r.Path)
+	} else if err != nil {
+		return rpc.Reply{}, err
+	}
+	return rpc.Reply{}, nil
+}
+
+func (c *Controller) shareRegister(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.ShareRegisterReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if err := auth.ValidName(r.Name); err != nil {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "share name: %v", err)
+	}
+	self := p.id.Role == auth.RoleShare && p.id.Name == r.Name
+	if !self {
+		if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
+			return rpc.Reply{}, err
+		}
+	}
+	rec, err := get[shareRec](ctx, c.st, pfxShare+r.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		rec = &shareRec{Name: r.Name, Registered: time.Now().UnixNano()}
+	} else if err != nil {
+		return rpc.Reply{}, err
+	}
+	resp := wire.ShareRegisterResp{CA: c.keys.ca.CertPEM(), TokenKey: c.keys.tokenPub, Domain: c.keys.domain}
+	if len(r.CSR) > 0 {
+		id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleShare, Name: r.Name}
+		var hosts []string
+		for _, a := range r.Addrs {
+			if h, _, err := splitHost(a); err == nil {
+				hosts = append(hosts, h)
+			}
+		}
+		cert, serial, err := c.keys.ca.IssueCSR(id, r.CSR, 365*24*time.Hour, hosts)
+		if err != nil {
+			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "cannot issue the share's certificate: %v", err)
+		}
+		resp.Cert = cert
+		rec.Serials = append(rec.Serials, serial)
+	} else if !self {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "registering a new share needs a certificate request")
+	}
+	if len(r.Addrs) > 0 {
+		rec.Addrs = r.Addrs
+	}
+	rec.LastSeen = time.Now().UnixNano()
+	if err := put(ctx, c.st, pfxShare+r.Name, rec); err != nil {
+		return rpc.Reply{}, err
+	}
+	c.log.Info("share registered", "share", r.Name, "addrs", r.Addrs)
+	return rpc.Reply{Msg: resp}, nil
+}
+
+func (c *Controller) shareList(ctx context.Context) (rpc.Reply, error) {
+	kvs, err := c.st.List(ctx, pfxShare)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	var out wire.ShareListResp
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, kv := range kvs {
+		var rec shareRec
+		if err := wire.Unmarshal(kv.Value, &rec); err != nil {
+			return rpc.Reply{}, err
+		}
+		out.Shares = append(out.Shares, wire.ShareInfo{Name: rec.Name, Addrs: rec.Addrs, Online: c.online[rec.Name] > 0, LastSeen: rec.LastSeen})
+	}
+	return rpc.Reply{Msg: out}, nil
+}
+
+func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.UserAddReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	resp, err := c.issueUser(ctx, r.Name, r.Groups, false)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	return rpc.Reply{Msg: resp}, nil
+}
+
+// issueUser creates (or re-creates a revoked) user with a fresh key pair.
+// With again set, an existing live user gets an additional certificate.
+func (c *Controller) issueUser(ctx context.Context, name string, groups []string, again bool) (wire.UserAddResp, error) {
+	if err := auth.ValidName(name); err != nil {
+		return wire.UserAddResp{}, wire.Errorf(wire.CodeInvalid, "user name: %v", err)
+	}
+	for _, g := range groups {
+		if err := auth.ValidName(g); err != nil {
+			return wire.UserAddResp{}, wire.Errorf(wire.CodeInvalid, "group name: %v", err)
+		}
+	}
+	rec, err := get[userRec](ctx, c.st, pfxUser+name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		rec = &userRec{Name: name, Groups: groups, Created: time.Now().UnixNano()}
+	case err != nil:
+		return wire.UserAddResp{}, err
+	case rec.Revoked != 0:
+		rec.Revoked = 0
+		rec.Groups = groups
+	case !again:
+		return wire.UserAddResp{}, wire.Errorf(wire.CodeExist, "user %s already exists", name)
+	}
+	key, keyPEM, err := auth.NewKey()
+	if err != nil {
+		return wire.UserAddResp{}, err
+	}
+	id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleUser, Name: name}
+	cert, serial, err := c.keys.ca.Issue(id, key.Public(), 2*365*24*time.Hour, nil)
+	if err != nil {
+		return wire.UserAddResp{}, err
+	}
+	rec.Serials = append(rec.Serials, serial)
+	if err := put(ctx, c.st, pfxUser+name, rec); err != nil {
+		return wire.UserAddResp{}, err
+	}
+	return wire.UserAddResp{Cert: cert, Key: keyPEM, CA: c.keys.ca.CertPEM()}, nil
+}
+
+func (c *Controller) userList(ctx context.Context, p *peer) (rpc.Reply, error) {
+	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	kvs, err := c.st.List(ctx, pfxUser)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	var out wire.UserListResp
+	for _, kv := range kvs {
+		var u userRec
+		if err := wire.Unmarshal(kv.Value, &u); err != nil {
+			return rpc.Reply{}, err
+		}
+		out.Users = append(out.Users, wire.UserInfo{Name: u.Name, Groups: u.Groups, Created: u.Created, Revoked: u.Revoked})
+	}
+	return rpc.Reply{Msg: out}, nil
+}
+
+func (c *Controller) userRevoke(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.UserRevokeReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Name == p.id.Name {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "you cannot revoke yourself; ask another administrator")
+	}
+	rec, err := get[userRec](ctx, c.st, pfxUser+r.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return rpc.Reply{}, wire.Errorf(wire.CodeNotExist, "user %s does not exist (see `pando user ls`)", r.Name)
+	} else if err != nil {
+		return rpc.Reply{}, err
+	}
+	now := time.Now().UnixNano()
+	rev := wire.Revocation{Principal: r.Name + "@" + c.keys.domain, Before: now, Serials: rec.Serials}
+	rec.Revoked, rec.Serials = now, nil
+	if err := put(ctx, c.st, pfxUser+r.Name, rec); err != nil {
+		return rpc.Reply{}, err
+	}
+	if err := put(ctx, c.st, pfxRevoked+rev.Principal, rev); err != nil {
+		return rpc.Reply{}, err
+	}
+	c.broadcast(rev)
+	c.rpc.EachConn(func(sc *rpc.ServerConn) {
+		if pp, ok := sc.State.(*peer); ok && pp.id.Role == auth.RoleUser && pp.id.Name == r.Name {
+			sc.Close()
+		}
+	})
+	return rpc.Reply{}, nil
+}
+
+func fromACL(acl auth.ACL) []wire.ACLEntry {
+	out := make([]wire.ACLEntry, 0, len(acl))
+	for _, e := range acl {
+		out = append(out, wire.ACLEntry{Who: e.Who, Rights: e.Rights.String(), Negative: e.Negative})
+	}
+	return out
+}
+
+func (c *Controller) aclGet(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.PathReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	g, err := c.cleanGlobal(r.Path, false)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	subj, err := c.require(ctx, p, g, auth.List)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	acls, err := loadACLs(ctx, c.st)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	resp := wire.ACLResp{Path: g, Entries: fromACL(acls[g]), Effective: auth.Effective(acls, subj, g).String()}
+	for q, acl := range acls {
+		if q != g && under(g, q) {
+			if resp.Inherited == nil {
+				resp.Inherited = make(map[string][]wire.ACLEntry)
+			}
+			resp.Inherited[q] = fromACL(acl)
+		}
+	}
+	return rpc.Reply{Msg: resp}, nil
+}
+
+func (c *Controller) aclSet(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.ACLSetReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	g, err := c.cleanGlobal(r.Path, false)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := c.require(ctx, p, g, auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := toACL(r.Entries); err != nil {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "%v", err)
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := c.st.Get(ctx, pfxACL+g)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return rpc.Reply{}, err
+		}
+		var cur []wire.ACLEntry
+		if old != nil && !r.Replace {
+			if err := wire.Unmarshal(old, &cur); err != nil {
+				return rpc.Reply{}, err
+			}
+		}
+		for _, e := range r.Entries {
+			cur = slices.DeleteFunc(cur, func(x wire.ACLEntry) bool { return x.Who == e.Who && x.Negative == e.Negative })
+			if rights, _ := auth.ParseRights(e.Rights); rights != 0 {
+				e.Rights = rights.String()
+				cur = append(cur, e)
+			}
+		}
+		var val []byte
+		if len(cur) > 0 {
+			if val, err = wire.Marshal(cur); err != nil {
+				return rpc.Reply{}, err
+			}
+		}
+		err = c.st.CompareAndSwap(ctx, pfxACL+g, old, val)
+		if errors.Is(err, store.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		break
+	}
+	// Tokens carry rights: void every token issued before the change.
+	rev := wire.Revocation{Before: time.Now().UnixNano()}
+	if err := put(ctx, c.st, keyRevAll, rev); err != nil {
+		return rpc.Reply{}, err
+	}
+	c.broadcast(rev)
+	return rpc.Reply{}, nil
+}
+
+// watch streams revocations to a share until its connection ends.
+func (c *Controller) watch(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	if p.id.Role != auth.RoleShare {
+		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "only shares watch for revocations")
+	}
+	w := &watcher{share: p.id.Name, ch: make(chan wire.Revocation, 256)}
+	c.mu.Lock()
+	c.watchers[w] = struct{}{}
+	c.online[w.share]++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.watchers, w)
+		c.online[w.share]--
+		c.mu.Unlock()
+	}()
+	// First everything revoked so far, then changes as they happen.
+	kvs, err := c.st.List(ctx, pfxRevoked)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if all, err := c.st.Get(ctx, keyRevAll); err == nil {
+		kvs = append(kvs, store.KV{Key: keyRevAll, Value: all})
+	}
+	for _, kv := range kvs {
+		var rev wire.Revocation
+		if err := wire.Unmarshal(kv.Value, &rev); err != nil {
+			return rpc.Reply{}, err
+		}
+		if err := req.Notify(rev); err != nil {
+			return rpc.Reply{}, err
+		}
+	}
+	if err := req.Notify(wire.Revocation{}); err != nil { // marks the end of the backlog
+		return rpc.Reply{}, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return rpc.Reply{}, nil
+		case rev := <-w.ch:
+			if err := req.Notify(rev); err != nil {
+				return rpc.Reply{}, err
+			}
+		}
+	}
+}

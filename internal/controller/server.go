@@ -1,0 +1,238 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/store"
+	"pando.dev/pando/internal/wire"
+)
+
+// Config configures a controller.
+type Config struct {
+	StateDir string
+	Domain   string // required at first start
+	Listen   string // host:port
+	// Advertise is the address written into client configurations
+	// (default: the listen address).
+	Advertise string
+	TokenTTL  time.Duration // default 10 minutes
+	Log       *slog.Logger
+}
+
+// Controller is a running controller.
+type Controller struct {
+	cfg   Config
+	st    store.Store
+	keys  *keys
+	rpc   rpc.Server
+	ln    net.Listener
+	log   *slog.Logger
+	addr  string
+	admin string // path of the admin credential bundle
+
+	mu       sync.Mutex
+	watchers map[*watcher]struct{}
+	online   map[string]int // share name -> watch connections
+}
+
+type watcher struct {
+	share string
+	ch    chan wire.Revocation
+}
+
+// AdminBundle is the file name of the administrator's credentials in the
+// state directory.
+const AdminBundle = "admin.json"
+
+// Start opens the state, creates the domain on first start and listens.
+func Start(ctx context.Context, cfg Config) (*Controller, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = 10 * time.Minute
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cannot create the state directory: %w", err)
+	}
+	st, err := store.OpenBolt(filepath.Join(cfg.StateDir, "controller.db"))
+	if err != nil {
+		return nil, err
+	}
+	c, err := start(ctx, cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error) {
+	k, created, err := initDomain(ctx, st, cfg.Domain)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("the controller cannot listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
+	}
+	addr := ln.Addr().String()
+	if cfg.Advertise != "" {
+		addr = cfg.Advertise
+	}
+	c := &Controller{cfg: cfg, st: st, keys: k, log: cfg.Log, addr: addr,
+		watchers: make(map[*watcher]struct{}), online: make(map[string]int)}
+	cert, err := c.serverCert(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	c.rpc = rpc.Server{Handler: c, Hooks: c, Log: cfg.Log, MaxInFlight: 64,
+		TLS: auth.ServerConfig(cert, k.ca.Pool())}
+	c.ln = tls.NewListener(ln, c.rpc.TLS)
+	c.admin = filepath.Join(cfg.StateDir, AdminBundle)
+	if err := c.writeAdminBundle(ctx, created); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		if err := c.rpc.Serve(c.ln); err != nil {
+			c.log.Error("controller stopped serving", "err", err)
+		}
+	}()
+	c.log.Info("controller serving", "domain", k.domain, "addr", addr, "new", created)
+	return c, nil
+}
+
+// Addr is the address clients should dial.
+func (c *Controller) Addr() string { return c.addr }
+
+// Domain is the domain's name.
+func (c *Controller) Domain() string { return c.keys.domain }
+
+// AdminBundlePath is where the administrator's credentials are.
+func (c *Controller) AdminBundlePath() string { return c.admin }
+
+// Close stops serving and closes the store.
+func (c *Controller) Close() error {
+	err := c.rpc.Close()
+	if cerr := c.st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (c *Controller) serverCert(listen string) (tls.Certificate, error) {
+	host, _, _ := net.SplitHostPort(listen)
+	hosts := []string{"localhost", "127.0.0.1"}
+	if host != "" && host != "0.0.0.0" && host != "::" {
+		hosts = append(hosts, host)
+	}
+	key, keyPEM, err := auth.NewKey()
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleController, Name: "controller"}
+	certPEM, _, err := c.keys.ca.Issue(id, key.Public(), 90*24*time.Hour, hosts)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// writeAdminBundle writes the administrator's credentials at first start,
+// and keeps the controller address in it current afterwards.
+func (c *Controller) writeAdminBundle(ctx context.Context, created bool) error {
+	if !created {
+		cfg, err := config.Load(c.admin)
+		if err == nil {
+			if cfg.Controller != c.addr {
+				cfg.Controller = c.addr
+				return cfg.Save(c.admin)
+			}
+			return nil
+		}
+		if !errors.Is(err, config.ErrNoConfig) {
+			return err
+		}
+	}
+	resp, err := c.issueUser(ctx, "admin", nil, true)
+	if err != nil {
+		return err
+	}
+	cfg := &config.Config{Domain: c.keys.domain, Controller: c.addr, User: "admin",
+		CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
+	return cfg.Save(c.admin)
+}
+
+// Opened identifies a new connection and refuses revoked principals.
+func (c *Controller) Opened(sc *rpc.ServerConn) error {
+	id, cert, err := auth.PeerIdentity(sc.TLSState())
+	if err != nil {
+		return wire.Errorf(wire.CodeTokenInvalid, "the controller cannot identify your certificate: %v", err)
+	}
+	if id.Domain != c.keys.domain {
+		return wire.Errorf(wire.CodeTokenInvalid, "a certificate of domain %q was presented to the controller of %q", id.Domain, c.keys.domain)
+	}
+	serial := cert.SerialNumber.Text(16)
+	ctx := context.Background()
+	switch id.Role {
+	case auth.RoleUser:
+		u, err := get[userRec](ctx, c.st, pfxUser+id.Name)
+		if err != nil {
+			return wire.Errorf(wire.CodeNotRegistered, "user %s is not known to the controller", id)
+		}
+		if u.Revoked != 0 || !slices.Contains(u.Serials, serial) {
+			return wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked", id)
+		}
+	case auth.RoleShare:
+	default:
+		return wire.Errorf(wire.CodeTokenInvalid, "%s may not call the controller", id)
+	}
+	sc.State = &peer{id: id, serial: serial}
+	return nil
+}
+
+// Closed forgets a connection.
+func (c *Controller) Closed(*rpc.ServerConn) {}
+
+type peer struct {
+	id     auth.Identity
+	serial string
+}
+
+// broadcast sends a revocation to every watching share.
+func (c *Controller) broadcast(r wire.Revocation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.watchers {
+		select {
+		case w.ch <- r:
+		default:
+			c.log.Warn("share is not keeping up with revocations; it will resync", "share", w.share)
+		}
+	}
+}
+
+func splitHost(addr string) (string, string, error) { return net.SplitHostPort(addr) }
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,218 @@
+package controller
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/store"
+	"pando.dev/pando/internal/wire"
+)
+
+// Store keys.
+const (
+	keyDomain   = "domain"
+	keyCACert   = "ca/cert"
+	keyCAKey    = "ca/key"
+	keyTokenKey = "token/key"
+	pfxUser     = "user/"
+	pfxShare    = "share/"
+	pfxMount    = "mount/"
+	pfxACL      = "acl/"
+	pfxRevoked  = "revoked/"
+	keyRevAll   = "revoked-all"
+)
+
+// AdminGroup is the group whose members administer the whole domain.
+const AdminGroup = "admins"
+
+type userRec struct {
+	Name    string   `cbor:"1,keyasint"`
+	Groups  []string `cbor:"2,keyasint,omitempty"`
+	Created int64    `cbor:"3,keyasint"`
+	Revoked int64    `cbor:"4,keyasint,omitempty"`
+	Serials []string `cbor:"5,keyasint,omitempty"`
+}
+
+type shareRec struct {
+	Name       string   `cbor:"1,keyasint"`
+	Addrs      []string `cbor:"2,keyasint"`
+	Registered int64    `cbor:"3,keyasint"`
+	LastSeen   int64    `cbor:"4,keyasint"`
+	Serials    []string `cbor:"5,keyasint,omitempty"`
+}
+
+func get[T any](ctx context.Context, st store.Store, key string) (*T, error) {
+	b, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var v T
+	if err := wire.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("state record %s is damaged: %w", key, err)
+	}
+	return &v, nil
+}
+
+func put(ctx context.Context, st store.Store, key string, v any) error {
+	b, err := wire.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return st.Put(ctx, key, b)
+}
+
+// keys holds the domain's secrets, loaded at start.
+type keys struct {
+	domain   string
+	ca       *auth.CA
+	tokenPub ed25519.PublicKey
+	tokenKey ed25519.PrivateKey
+}
+
+// initDomain creates the domain on first start, or loads it. It returns
+// whether the domain was created now.
+func initDomain(ctx context.Context, st store.Store, domain string) (*keys, bool, error) {
+	b, err := st.Get(ctx, keyDomain)
+	if err == nil {
+		have := string(b)
+		if domain != "" && domain != have {
+			return nil, false, fmt.Errorf("this state directory holds domain %q, not %q; use another --state directory or drop --domain", have, domain)
+		}
+		k, err := loadKeys(ctx, st, have)
+		return k, false, err
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, false, err
+	}
+	if domain == "" {
+		return nil, false, errors.New("a new domain needs a name: pass --domain NAME")
+	}
+	if err := auth.ValidName(domain); err != nil {
+		return nil, false, fmt.Errorf("domain name: %w", err)
+	}
+	ca, err := auth.NewCA(domain)
+	if err != nil {
+		return nil, false, err
+	}
+	caKey, err := ca.KeyPEM()
+	if err != nil {
+		return nil, false, err
+	}
+	pub, priv, err := auth.NewTokenKey()
+	if err != nil {
+		return nil, false, err
+	}
+	now := time.Now().UnixNano()
+	steps := []struct {
+		key string
+		val any
+	}{
+		{keyCACert, ca.CertPEM()},
+		{keyCAKey, caKey},
+		{keyTokenKey, []byte(priv)},
+		{pfxUser + "admin", userRec{Name: "admin", Groups: []string{AdminGroup}, Created: now}},
+		{pfxACL + "/", []wire.ACLEntry{{Who: "group:" + AdminGroup, Rights: auth.All.String()}}},
+		{pfxACL + "/" + domain, []wire.ACLEntry{{Who: "anyone", Rights: auth.List.String()}}},
+	}
+	for _, s := range steps {
+		var err error
+		if raw, ok := s.val.([]byte); ok {
+			err = st.Put(ctx, s.key, raw)
+		} else {
+			err = put(ctx, st, s.key, s.val)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	// The domain name goes last: a start interrupted above starts over.
+	if err := st.Put(ctx, keyDomain, []byte(domain)); err != nil {
+		return nil, false, err
+	}
+	return &keys{domain: domain, ca: ca, tokenPub: pub, tokenKey: priv}, true, nil
+}
+
+func loadKeys(ctx context.Context, st store.Store, domain string) (*keys, error) {
+	cert, err := st.Get(ctx, keyCACert)
+	if err != nil {
+		return nil, fmt.Errorf("loading the domain CA: %w", err)
+	}
+	key, err := st.Get(ctx, keyCAKey)
+	if err != nil {
+		return nil, fmt.Errorf("loading the domain CA: %w", err)
+	}
+	ca, err := auth.LoadCA(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	tk, err := st.Get(ctx, keyTokenKey)
+	if err != nil {
+		return nil, fmt.Errorf("loading the token key: %w", err)
+	}
+	if len(tk) != ed25519.PrivateKeySize {
+		return nil, errors.New("the token key in the state directory is damaged")
+	}
+	priv := ed25519.PrivateKey(tk)
+	return &keys{domain: domain, ca: ca, tokenKey: priv, tokenPub: priv.Public().(ed25519.PublicKey)}, nil
+}
+
+// loadACLs returns every ACL by prefix.
+func loadACLs(ctx context.Context, st store.Store) (map[string]auth.ACL, error) {
+	kvs, err := st.List(ctx, pfxACL)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]auth.ACL, len(kvs))
+	for _, kv := range kvs {
+		var es []wire.ACLEntry
+		if err := wire.Unmarshal(kv.Value, &es); err != nil {
+			return nil, fmt.Errorf("ACL record %s is damaged: %w", kv.Key, err)
+		}
+		acl, err := toACL(es)
+		if err != nil {
+			return nil, err
+		}
+		m[strings.TrimPrefix(kv.Key, pfxACL)] = acl
+	}
+	return m, nil
+}
+
+func toACL(es []wire.ACLEntry) (auth.ACL, error) {
+	acl := make(auth.ACL, 0, len(es))
+	for _, e := range es {
+		who := e.Who
+		if e.Negative {
+			who = "-" + who
+		}
+		ent, err := auth.ParseEntry(who, e.Rights)
+		if err != nil {
+			return nil, err
+		}
+		acl = append(acl, ent)
+	}
+	return acl, nil
+}
+
+// loadMounts returns the mount table sorted by prefix.
+func loadMounts(ctx context.Context, st store.Store) ([]wire.MountEntry, error) {
+	kvs, err := st.List(ctx, pfxMount)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.MountEntry, 0, len(kvs))
+	for _, kv := range kvs {
+		var m wire.MountEntry
+		if err := wire.Unmarshal(kv.Value, &m); err != nil {
+			return nil, fmt.Errorf("mount record %s is damaged: %w", kv.Key, err)
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b wire.MountEntry) int { return strings.Compare(a.Prefix, b.Prefix) })
+	return out, nil
+}

@@ -1,0 +1,13 @@
+// Package rpc runs pando's protocol (package wire) over TLS connections:
+// a client Conn that multiplexes concurrent calls on one connection and
+// reads reply data straight into the caller's buffer, and a Server that
+// dispatches requests to a Handler with bounded concurrency per connection.
+//
+// Guarantees:
+//   - Every call has a deadline (the context's, or DefaultTimeout).
+//   - A malformed frame from a peer ends that connection with a clear
+//     TypeError frame; the server goes on serving every other connection.
+//   - A connection that breaks fails all its calls with ErrBroken; callers
+//     decide whether to retry (only idempotent ops are, see wire.Op.Idempotent).
+//   - Nothing here retries by itself.
+package rpc

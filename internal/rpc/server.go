@@ -1,0 +1,369 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// Request is one request as a Handler sees it.
+type Request struct {
+	Op   wire.Op
+	ID   uint32
+	Meta []byte
+	Data []byte // the request's data part; valid until the handler returns
+	Conn *ServerConn
+
+	notified bool
+}
+
+// Decode decodes the request's meta into v; failures are CodeMalformed.
+func (r *Request) Decode(v any) error {
+	if err := wire.Unmarshal(r.Meta, v); err != nil {
+		return &wire.Error{Code: wire.CodeMalformed, Message: fmt.Sprintf("malformed %s request: %v", r.Op, err)}
+	}
+	return nil
+}
+
+// Notify sends one notification on a watch request.
+func (r *Request) Notify(v any) error {
+	meta, err := wire.Marshal(v)
+	if err != nil {
+		return err
+	}
+	r.notified = true
+	return r.Conn.write(wire.TypeNotify, 0, r.Op, r.ID, meta, nil)
+}
+
+// Reply is what a handler returns: a message and optional data. Release, if
+// set, is called once the data has been written (to recycle buffers).
+type Reply struct {
+	Msg     any
+	Data    []byte
+	Release func()
+}
+
+// Handler serves requests. It returns a Reply or an error; errors that are
+// not *wire.Error are sent as CodeIO with their text.
+type Handler interface {
+	Serve(ctx context.Context, req *Request) (Reply, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (Reply, error)
+
+// Serve calls f.
+func (f HandlerFunc) Serve(ctx context.Context, req *Request) (Reply, error) { return f(ctx, req) }
+
+// ConnHooks lets a role keep per-connection state (token slots, handles).
+type ConnHooks interface {
+	// Opened is called after the preface; an error refuses the connection.
+	Opened(c *ServerConn) error
+	// Closed is called once when the connection ends.
+	Closed(c *ServerConn)
+}
+
+// Server accepts connections and dispatches their requests.
+type Server struct {
+	Handler Handler
+	Hooks   ConnHooks // optional
+	TLS     *tls.Config
+	Log     *slog.Logger
+	// MaxInFlight bounds concurrent requests per connection (default 64).
+	MaxInFlight int
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[*ServerConn]struct{}
+	wg    sync.WaitGroup
+	quit  chan struct{}
+}
+
+// ServerConn is the server end of one connection.
+type ServerConn struct {
+	srv     *Server
+	nc      net.Conn
+	Channel byte
+	// State belongs to the role's hooks.
+	State any
+
+	wmu     sync.Mutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	running map[uint32]context.CancelFunc
+}
+
+// TLSState returns the TLS connection state.
+func (c *ServerConn) TLSState() tls.ConnectionState {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		return tc.ConnectionState()
+	}
+	return tls.ConnectionState{}
+}
+
+// RemoteAddr is the peer's address.
+func (c *ServerConn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// Close ends the connection.
+func (c *ServerConn) Close() { c.cancel(); c.nc.Close() }
+
+// Context is cancelled when the connection ends.
+func (c *ServerConn) Context() context.Context { return c.ctx }
+
+// Serve accepts connections on ln until Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.quit == nil {
+		s.quit = make(chan struct{})
+	}
+	s.ln = ln
+	if s.conns == nil {
+		s.conns = make(map[*ServerConn]struct{})
+	}
+	s.mu.Unlock()
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.quit:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary(err)) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(nc)
+		}()
+	}
+}
+
+func errTemporary(err error) error {
+	// EMFILE and friends: back off instead of spinning or giving up.
+	type temp interface{ Temporary() bool }
+	if t, ok := err.(temp); ok && t.Temporary() {
+		return err
+	}
+	return errors.New("not temporary")
+}
+
+// Close stops accepting, ends every connection and waits for handlers.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.quit == nil {
+		s.quit = make(chan struct{})
+	}
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) handle(nc net.Conn) {
+	defer nc.Close()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	_ = nc.SetDeadline(time.Now().Add(15 * time.Second))
+	if tc, ok := nc.(*tls.Conn); ok {
+		if err := tc.Handshake(); err != nil {
+			s.Log.Info("TLS handshake refused", "peer", nc.RemoteAddr().String(), "err", err)
+			return
+		}
+	}
+	if _, err := nc.Write(wire.EncodePreface(wire.Preface{Version: wire.Version})); err != nil {
+		return
+	}
+	p, err := wire.ReadPreface(nc)
+	if err != nil {
+		s.Log.Info("connection refused", "peer", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &ServerConn{srv: s, nc: nc, Channel: p.Channel, ctx: ctx, cancel: cancel, running: make(map[uint32]context.CancelFunc)}
+	defer cancel()
+	s.mu.Lock()
+	select {
+	case <-s.quit:
+		s.mu.Unlock()
+		return
+	default:
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	if s.Hooks != nil {
+		if err := s.Hooks.Opened(c); err != nil {
+			_ = c.writeError(0, 0, wire.FromError(err))
+			return
+		}
+		defer s.Hooks.Closed(c)
+	}
+	c.serve()
+}
+
+func (c *ServerConn) serve() {
+	limit := c.srv.MaxInFlight
+	if limit <= 0 {
+		limit = 64
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.cancel()
+	br := bufio.NewReaderSize(c.nc, 256<<10)
+	for {
+		f, err := wire.ReadFrame(br)
+		if err != nil {
+			if errors.Is(err, wire.ErrMalformed) {
+				c.srv.Log.Warn("malformed frame; closing connection", "peer", c.nc.RemoteAddr().String(), "err", err)
+				_ = c.writeError(0, 0, &wire.Error{Code: wire.CodeMalformed, Message: "the server received a " + err.Error() + "; closing this connection"})
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				c.srv.Log.Debug("connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		switch f.Type {
+		case wire.TypeCancel:
+			c.mu.Lock()
+			if cancel := c.running[f.ID]; cancel != nil {
+				cancel()
+			}
+			c.mu.Unlock()
+			continue
+		case wire.TypeRequest:
+		default:
+			_ = c.writeError(f.ID, f.Op, &wire.Error{Code: wire.CodeMalformed, Message: fmt.Sprintf("unexpected frame type %d from a client; closing this connection", f.Type)})
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		rctx, cancel := context.WithCancel(c.ctx)
+		c.mu.Lock()
+		c.running[f.ID] = cancel
+		c.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			defer func() {
+				c.mu.Lock()
+				delete(c.running, f.ID)
+				c.mu.Unlock()
+				cancel()
+			}()
+			c.dispatch(rctx, f)
+		}()
+	}
+}
+
+func (c *ServerConn) dispatch(ctx context.Context, f *wire.Frame) {
+	req := &Request{Op: f.Op, ID: f.ID, Meta: f.Meta, Data: f.Data, Conn: c}
+	rep, err := c.srv.Handler.Serve(ctx, req)
+	if rep.Release != nil {
+		defer rep.Release()
+	}
+	if err != nil {
+		_ = c.writeError(f.ID, f.Op, wire.FromError(err))
+		return
+	}
+	if req.notified {
+		_ = c.write(wire.TypeNotify, wire.FlagEnd, f.Op, f.ID, nil, nil)
+		return
+	}
+	msg := rep.Msg
+	if msg == nil {
+		msg = wire.Empty{}
+	}
+	meta, err := wire.Marshal(msg)
+	if err != nil {
+		_ = c.writeError(f.ID, f.Op, &wire.Error{Code: wire.CodeInternal, Message: err.Error()})
+		return
+	}
+	_ = c.write(wire.TypeResponse, 0, f.Op, f.ID, meta, rep.Data)
+}
+
+func (c *ServerConn) writeError(id uint32, op wire.Op, we *wire.Error) error {
+	meta, err := wire.Marshal(we)
+	if err != nil {
+		return err
+	}
+	return c.write(wire.TypeError, 0, op, id, meta, nil)
+}
+
+func (c *ServerConn) write(typ, flags byte, op wire.Op, id uint32, meta, data []byte) error {
+	buf := make([]byte, 0, wire.HeaderSize+len(meta)+min(len(data), 64<<10))
+	buf = wire.AppendHeader(buf, typ, flags, op, id, meta, data)
+	buf = append(buf, meta...)
+	if len(data) < 64<<10 {
+		buf = append(buf, data...)
+		data = nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.nc.SetWriteDeadline(time.Now().Add(DefaultTimeout))
+	if _, err := c.nc.Write(buf); err != nil {
+		c.nc.Close()
+		return err
+	}
+	if len(data) > 0 {
+		if _, err := c.nc.Write(data); err != nil {
+			c.nc.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// EachConn calls fn for every open connection.
+func (s *Server) EachConn(fn func(c *ServerConn)) {
+	s.mu.Lock()
+	conns := make([]*ServerConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		fn(c)
+	}
+}

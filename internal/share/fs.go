@@ -1,0 +1,179 @@
+package share
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// osName turns a share-relative path into the name os.Root expects.
+func osName(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
+
+// attrOf converts a stat result into a wire.Attr.
+func attrOf(st *unix.Stat_t) wire.Attr {
+	ctime := st.Ctim.Nano()
+	return wire.Attr{
+		Ino:     st.Ino,
+		Mode:    st.Mode,
+		Nlink:   uint32(st.Nlink),
+		Size:    st.Size,
+		Blocks:  st.Blocks,
+		Atime:   st.Atim.Nano(),
+		Mtime:   st.Mtim.Nano(),
+		Ctime:   ctime,
+		Version: uint64(ctime),
+	}
+}
+
+func fileAttr(f *os.File) (wire.Attr, error) {
+	var st unix.Stat_t
+	var serr error
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil {
+		return wire.Attr{}, err
+	}
+	if serr != nil {
+		return wire.Attr{}, serr
+	}
+	return attrOf(&st), nil
+}
+
+// lstat returns the attributes of rel without following a final symlink.
+func (s *Server) lstat(rel string) (wire.Attr, error) {
+	if rel == "" {
+		f, err := s.root.Open(".")
+		if err != nil {
+			return wire.Attr{}, err
+		}
+		defer f.Close()
+		return fileAttr(f)
+	}
+	dir, name := splitRel(rel)
+	d, err := s.root.Open(osName(dir))
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	defer d.Close()
+	return statAt(d, name)
+}
+
+func statAt(d *os.File, name string) (wire.Attr, error) {
+	var st unix.Stat_t
+	var serr error
+	rc, err := d.SyscallConn()
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstatat(int(fd), name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		return wire.Attr{}, err
+	}
+	if serr != nil {
+		return wire.Attr{}, &fs.PathError{Op: "lstat", Path: name, Err: serr}
+	}
+	return attrOf(&st), nil
+}
+
+func splitRel(rel string) (dir, name string) {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i], rel[i+1:]
+	}
+	return "", rel
+}
+
+// readDir lists rel with the attributes of every entry.
+func (s *Server) readDir(rel string) (wire.ReadDirResp, error) {
+	d, err := s.root.Open(osName(rel))
+	if err != nil {
+		return wire.ReadDirResp{}, err
+	}
+	defer d.Close()
+	dirAttr, err := fileAttr(d)
+	if err != nil {
+		return wire.ReadDirResp{}, err
+	}
+	if dirAttr.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return wire.ReadDirResp{}, &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
+	}
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return wire.ReadDirResp{}, err
+	}
+	resp := wire.ReadDirResp{Dir: dirAttr, Entries: make([]wire.DirEntry, 0, len(names))}
+	for _, n := range names {
+		a, err := statAt(d, n)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed while we listed
+			}
+			return wire.ReadDirResp{}, err
+		}
+		resp.Entries = append(resp.Entries, wire.DirEntry{Name: n, Attr: a})
+	}
+	return resp, nil
+}
+
+func (s *Server) statfs() (wire.StatFSResp, error) {
+	f, err := s.root.Open(".")
+	if err != nil {
+		return wire.StatFSResp{}, err
+	}
+	defer f.Close()
+	var st unix.Statfs_t
+	var serr error
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return wire.StatFSResp{}, err
+	}
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstatfs(int(fd), &st) }); err != nil {
+		return wire.StatFSResp{}, err
+	}
+	if serr != nil {
+		return wire.StatFSResp{}, serr
+	}
+	return wire.StatFSResp{
+		Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files, Ffree: st.Ffree,
+		Bsize: uint32(st.Bsize), NameLen: uint32(st.Namelen),
+	}, nil
+}
+
+// toWire converts a local error into the error the client sees: no local
+// paths, the errno kept, and escapes from the root named as such.
+func toWire(op wire.Op, rel string, err error) *wire.Error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	shown := "/" + rel
+	if strings.Contains(err.Error(), "path escapes from parent") || errors.Is(err, syscall.EXDEV) && op != wire.OpRename && op != wire.OpLink {
+		return &wire.Error{Code: wire.CodeEscape, Message: fmt.Sprintf("%s %s: the path leads outside the share (a symlink or '..' leaving its root); refused", op, shown)}
+	}
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			errno = syscall.ENOENT
+		case errors.Is(err, fs.ErrExist):
+			errno = syscall.EEXIST
+		case errors.Is(err, fs.ErrPermission):
+			errno = syscall.EACCES
+		default:
+			errno = syscall.EIO
+		}
+	}
+	return &wire.Error{Code: wire.Code(errno), Message: fmt.Sprintf("%s %s: %s", op, shown, errno.Error())}
+}

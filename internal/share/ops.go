@@ -1,0 +1,486 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// bufPool recycles read buffers of up to wire.MaxData bytes.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// Serve dispatches one request.
+func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+	if int(req.Op) < len(s.counts) {
+		s.counts[req.Op].Add(1)
+	}
+	switch req.Op {
+	case wire.OpPing:
+		return rpc.Reply{}, nil
+	case wire.OpAuth:
+		return s.authenticate(req)
+	case wire.OpGetAttr, wire.OpReadDir, wire.OpUnlink, wire.OpRmdir, wire.OpReadlink, wire.OpStatFS:
+		return s.pathOp(req)
+	case wire.OpOpen, wire.OpCreate:
+		return s.open(req)
+	case wire.OpRead:
+		return s.read(req)
+	case wire.OpWrite:
+		return s.write(req)
+	case wire.OpClose, wire.OpFsync:
+		return s.handleOp(req)
+	case wire.OpTruncate:
+		return s.truncate(req)
+	case wire.OpRename, wire.OpLink:
+		return s.twoPathOp(req)
+	case wire.OpMkdir:
+		return s.mkdir(req)
+	case wire.OpSymlink:
+		return s.symlink(req)
+	case wire.OpSetAttr:
+		return s.setattr(req)
+	}
+	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "share %s does not serve %s requests", s.cfg.Name, req.Op)
+}
+
+// allow checks that tok is valid, covers rel and grants need there.
+func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Rights) (*auth.Token, error) {
+	if _, err := auth.CleanRel(rel); err != nil {
+		return nil, &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
+	}
+	t, err := s.token(req, tok)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Covers(rel) {
+		return nil, &wire.Error{Code: wire.CodeAccess, Message: "/" + rel + " is outside the part of share " + s.cfg.Name + " your token covers"}
+	}
+	have := t.RightsAt(rel)
+	if !have.Has(need) {
+		missing := need &^ have
+		return nil, &wire.Error{
+			Code:    wire.CodeAccess,
+			Missing: missing.String(),
+			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on this path; ask an administrator of the domain (pando acl set)",
+		}
+	}
+	return t, nil
+}
+
+func (s *Server) pathOp(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.PathReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	need := map[wire.Op]auth.Rights{
+		wire.OpGetAttr: auth.List, wire.OpReadDir: auth.List, wire.OpReadlink: auth.List, wire.OpStatFS: auth.List,
+		wire.OpUnlink: auth.Delete, wire.OpRmdir: auth.Delete,
+	}[req.Op]
+	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
+		return rpc.Reply{}, err
+	}
+	var msg any
+	var err error
+	switch req.Op {
+	case wire.OpGetAttr:
+		var a wire.Attr
+		a, err = s.lstat(r.Path)
+		msg = wire.AttrResp{Attr: a}
+	case wire.OpReadDir:
+		msg, err = s.readDir(r.Path)
+	case wire.OpReadlink:
+		var target string
+		target, err = s.root.Readlink(osName(r.Path))
+		msg = wire.ReadlinkResp{Target: target}
+	case wire.OpStatFS:
+		msg, err = s.statfs()
+	case wire.OpUnlink, wire.OpRmdir:
+		err = s.remove(req.Op, r.Path)
+	}
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	return rpc.Reply{Msg: msg}, nil
+}
+
+func (s *Server) remove(op wire.Op, rel string) error {
+	if rel == "" {
+		return wire.Errorf(wire.CodeBusyRoot, "the root of a share cannot be removed")
+	}
+	a, err := s.lstat(rel)
+	if err != nil {
+		return err
+	}
+	isDir := a.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	if op == wire.OpUnlink && isDir {
+		return syscall.EISDIR
+	}
+	if op == wire.OpRmdir && !isDir {
+		return syscall.ENOTDIR
+	}
+	return s.root.Remove(rel)
+}
+
+func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.OpenReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Path == "" {
+		return rpc.Reply{}, wire.Errorf(wire.CodeIsDir, "the root of share %s is a directory", s.cfg.Name)
+	}
+	var need auth.Rights
+	if r.Flags&wire.OpenRead != 0 || r.Flags&(wire.OpenWrite|wire.OpenAppend) == 0 {
+		need |= auth.Read
+	}
+	if r.Flags&(wire.OpenWrite|wire.OpenAppend|wire.OpenTrunc) != 0 {
+		need |= auth.Write
+	}
+	osFlags := 0
+	switch {
+	case r.Flags&wire.OpenRead != 0 && r.Flags&(wire.OpenWrite|wire.OpenAppend) != 0:
+		osFlags = os.O_RDWR
+	case r.Flags&(wire.OpenWrite|wire.OpenAppend) != 0:
+		osFlags = os.O_WRONLY
+	}
+	if r.Flags&wire.OpenAppend != 0 {
+		osFlags |= os.O_APPEND
+	}
+	if r.Flags&wire.OpenTrunc != 0 {
+		osFlags |= os.O_TRUNC
+	}
+	if req.Op == wire.OpCreate {
+		osFlags |= os.O_CREATE
+		if r.Flags&wire.OpenExcl != 0 {
+			osFlags |= os.O_EXCL
+		}
+		// Creating needs insert; opening an existing file for writing needs write.
+		if _, err := s.lstat(r.Path); err != nil {
+			need = (need &^ auth.Write) | auth.Insert
+		} else if r.Flags&wire.OpenExcl != 0 {
+			return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
+		}
+	}
+	t, err := s.allow(req, r.Tok, r.Path, need)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	f, err := s.root.OpenFile(r.Path, osFlags, fs.FileMode(r.Mode&0o7777))
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	a, err := fileAttr(f)
+	if err != nil {
+		f.Close()
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR && osFlags&(os.O_WRONLY|os.O_RDWR) != 0 {
+		f.Close()
+		return rpc.Reply{}, toWire(req.Op, r.Path, syscall.EISDIR)
+	}
+	id := s.addHandle(&handle{f: f, owner: t.Principal, conn: req.Conn, rel: r.Path, flags: r.Flags,
+		writing: osFlags&(os.O_WRONLY|os.O_RDWR) != 0})
+	return rpc.Reply{Msg: wire.OpenResp{Handle: id, Attr: a}}, nil
+}
+
+func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.ReadReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.token(req, r.Tok); err != nil {
+		return rpc.Reply{}, err
+	}
+	h, err := s.handle(req, r.Handle)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Length > wire.MaxData {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a read of %d bytes exceeds the limit of %d", r.Length, wire.MaxData)
+	}
+	if r.Offset < 0 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "negative read offset %d", r.Offset)
+	}
+	var bp *[]byte
+	var buf []byte
+	if r.Length <= 1<<20 {
+		bp = bufPool.Get().(*[]byte)
+		buf = (*bp)[:r.Length]
+	} else {
+		buf = make([]byte, r.Length)
+	}
+	n, err := h.f.ReadAt(buf, r.Offset)
+	release := func() {
+		if bp != nil {
+			bufPool.Put(bp)
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		release()
+		return rpc.Reply{}, toWire(req.Op, h.rel, err)
+	}
+	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil}, Data: buf[:n], Release: release}, nil
+}
+
+func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.WriteReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.token(req, r.Tok); err != nil {
+		return rpc.Reply{}, err
+	}
+	h, err := s.handle(req, r.Handle)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if !h.writing {
+		return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "write %s: the file was opened read-only", "/"+h.rel)
+	}
+	var n int
+	if h.flags&wire.OpenAppend != 0 {
+		n, err = h.f.Write(req.Data)
+	} else {
+		if r.Offset < 0 {
+			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "negative write offset %d", r.Offset)
+		}
+		n, err = h.f.WriteAt(req.Data, r.Offset)
+	}
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, h.rel, err)
+	}
+	a, err := fileAttr(h.f)
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, h.rel, err)
+	}
+	return rpc.Reply{Msg: wire.WriteResp{N: uint32(n), Attr: a}}, nil
+}
+
+func (s *Server) handleOp(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.HandleReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if req.Op == wire.OpClose {
+		// Closing needs no valid token: an expired session must still be
+		// able to release what it holds.
+		h, err := s.dropHandle(req, r.Handle)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		if err := h.f.Close(); err != nil {
+			return rpc.Reply{}, toWire(req.Op, h.rel, err)
+		}
+		return rpc.Reply{}, nil
+	}
+	if _, err := s.token(req, r.Tok); err != nil {
+		return rpc.Reply{}, err
+	}
+	h, err := s.handle(req, r.Handle)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if err := h.f.Sync(); err != nil {
+		return rpc.Reply{}, toWire(req.Op, h.rel, err)
+	}
+	return rpc.Reply{}, nil
+}
+
+func (s *Server) truncate(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.TruncateReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Size < 0 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "negative size %d", r.Size)
+	}
+	var f *os.File
+	rel := r.Path
+	if r.Handle != 0 {
+		if _, err := s.token(req, r.Tok); err != nil {
+			return rpc.Reply{}, err
+		}
+		h, err := s.handle(req, r.Handle)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		if !h.writing {
+			return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "truncate %s: the file was opened read-only", "/"+h.rel)
+		}
+		f, rel = h.f, h.rel
+	} else {
+		if _, err := s.allow(req, r.Tok, r.Path, auth.Write); err != nil {
+			return rpc.Reply{}, err
+		}
+		var err error
+		f, err = s.root.OpenFile(osName(r.Path), os.O_WRONLY, 0)
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+		defer f.Close()
+	}
+	if err := f.Truncate(r.Size); err != nil {
+		return rpc.Reply{}, toWire(req.Op, rel, err)
+	}
+	a, err := fileAttr(f)
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, rel, err)
+	}
+	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+}
+
+func (s *Server) twoPathOp(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.RenameReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	oldNeed := auth.Delete
+	if req.Op == wire.OpLink {
+		oldNeed = auth.List
+	}
+	if _, err := s.allow(req, r.Tok, r.Old, oldNeed); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.allow(req, r.Tok, r.New, auth.Insert); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Old == "" || r.New == "" {
+		return rpc.Reply{}, wire.Errorf(wire.CodeBusyRoot, "the root of a share cannot be renamed or linked")
+	}
+	if req.Op == wire.OpLink {
+		if err := s.root.Link(r.Old, r.New); err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.New, err)
+		}
+		a, err := s.lstat(r.New)
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.New, err)
+		}
+		return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+	}
+	if r.NoReplace {
+		if _, err := s.lstat(r.New); err == nil {
+			return rpc.Reply{}, toWire(req.Op, r.New, fs.ErrExist)
+		}
+	}
+	if err := s.root.Rename(r.Old, r.New); err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Old, err)
+	}
+	return rpc.Reply{}, nil
+}
+
+func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.MkdirReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.allow(req, r.Tok, r.Path, auth.Insert); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Path == "" {
+		return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
+	}
+	if err := s.root.Mkdir(r.Path, fs.FileMode(r.Mode&0o7777)); err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	a, err := s.lstat(r.Path)
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+}
+
+func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.SymlinkReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.allow(req, r.Tok, r.Path, auth.Insert); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Path == "" {
+		return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
+	}
+	if len(r.Target) == 0 || len(r.Target) > 4096 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "symlink target must be 1 to 4096 bytes")
+	}
+	if err := s.root.Symlink(r.Target, r.Path); err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	a, err := s.lstat(r.Path)
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+}
+
+func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.SetAttrReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.allow(req, r.Tok, r.Path, auth.Write); err != nil {
+		return rpc.Reply{}, err
+	}
+	name := osName(r.Path)
+	if r.Valid&wire.SetMode != 0 {
+		if err := s.root.Chmod(name, fs.FileMode(r.Mode&0o777)|modeBits(r.Mode)); err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+	}
+	if r.Valid&(wire.SetAtime|wire.SetMtime) != 0 {
+		cur, err := s.lstat(r.Path)
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+		at, mt := time.Unix(0, cur.Atime), time.Unix(0, cur.Mtime)
+		if r.Valid&wire.SetAtime != 0 {
+			at = time.Unix(0, r.Atime)
+		}
+		if r.Valid&wire.SetMtime != 0 {
+			mt = time.Unix(0, r.Mtime)
+		}
+		if err := s.root.Chtimes(name, at, mt); err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+	}
+	if r.Valid&wire.SetSize != 0 {
+		f, err := s.root.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+		err = f.Truncate(r.Size)
+		f.Close()
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+	}
+	a, err := s.lstat(r.Path)
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+}
+
+// modeBits maps setuid/setgid/sticky from Unix bits to fs.FileMode.
+func modeBits(m uint32) fs.FileMode {
+	var fm fs.FileMode
+	if m&syscall.S_ISUID != 0 {
+		fm |= fs.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		fm |= fs.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		fm |= fs.ModeSticky
+	}
+	return fm
+}

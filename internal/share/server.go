@@ -1,0 +1,312 @@
+package share
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// Config is what a share server needs to serve; Run fills it from the
+// controller.
+type Config struct {
+	Name     string
+	Domain   string
+	Root     string // the exported directory
+	TLS      *tls.Config
+	TokenKey ed25519.PublicKey
+	Log      *slog.Logger
+	// Now is the clock (tests move it); nil means time.Now.
+	Now func() time.Time
+}
+
+// Server serves one exported directory.
+type Server struct {
+	cfg  Config
+	root *os.Root
+	rpc  rpc.Server
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	handles map[uint64]*handle
+	revoked revocations
+
+	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
+}
+
+type handle struct {
+	f       *os.File
+	owner   string // principal
+	conn    *rpc.ServerConn
+	rel     string
+	flags   uint32
+	writing bool
+}
+
+// session is the per-connection state.
+type session struct {
+	peer   auth.Identity
+	serial string
+	mu     sync.Mutex
+	tokens []*auth.Token // slot i+1
+}
+
+type revocations struct {
+	before  map[string]time.Time // principal -> tokens issued before are void
+	all     time.Time            // every token issued before is void
+	serials map[string]bool
+}
+
+// New opens the root and prepares a server.
+func New(cfg Config) (*Server, error) {
+	root, err := os.OpenRoot(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("cannot export %s: %w", cfg.Root, err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:     cfg,
+		root:    root,
+		log:     cfg.Log,
+		handles: make(map[uint64]*handle),
+		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
+	}
+	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64}
+	return s, nil
+}
+
+// ServeConns accepts connections on ln (already a TLS listener) until Close.
+func (s *Server) ServeConns(ln net.Listener) error { return s.rpc.Serve(ln) }
+
+// Close stops serving, closes every handle and the root.
+func (s *Server) Close() error {
+	err := s.rpc.Close()
+	s.mu.Lock()
+	for id, h := range s.handles {
+		h.f.Close()
+		delete(s.handles, id)
+	}
+	s.mu.Unlock()
+	s.root.Close()
+	return err
+}
+
+// SetTokenKey replaces the key tokens are verified with (after re-registering).
+func (s *Server) SetTokenKey(k ed25519.PublicKey) {
+	s.mu.Lock()
+	s.cfg.TokenKey = k
+	s.mu.Unlock()
+}
+
+// Revoke applies a revocation pushed by the controller and drops the
+// connections of revoked certificates.
+func (s *Server) Revoke(r wire.Revocation) {
+	before := time.Unix(0, r.Before)
+	s.mu.Lock()
+	if r.Principal == "" {
+		if before.After(s.revoked.all) {
+			s.revoked.all = before
+		}
+	} else if before.After(s.revoked.before[r.Principal]) {
+		s.revoked.before[r.Principal] = before
+	}
+	for _, sn := range r.Serials {
+		s.revoked.serials[sn] = true
+	}
+	s.mu.Unlock()
+	if len(r.Serials) > 0 {
+		s.rpc.EachConn(func(c *rpc.ServerConn) {
+			if ss, ok := c.State.(*session); ok && s.serialRevoked(ss.serial) {
+				c.Close()
+			}
+		})
+	}
+}
+
+func (s *Server) serialRevoked(sn string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revoked.serials[sn]
+}
+
+// Counts returns the number of requests served, by op.
+func (s *Server) Counts() map[string]uint64 {
+	m := make(map[string]uint64)
+	for i := range s.counts {
+		if n := s.counts[i].Load(); n > 0 {
+			m[wire.Op(i).String()] = n
+		}
+	}
+	return m
+}
+
+// Opened identifies the peer of a new connection.
+func (s *Server) Opened(c *rpc.ServerConn) error {
+	id, cert, err := auth.PeerIdentity(c.TLSState())
+	if err != nil {
+		return wire.Errorf(wire.CodeTokenInvalid, "the share cannot identify your certificate: %v", err)
+	}
+	if id.Domain != s.cfg.Domain {
+		return wire.Errorf(wire.CodeTokenInvalid, "certificate of domain %q presented to a share of domain %q", id.Domain, s.cfg.Domain)
+	}
+	sn := cert.SerialNumber.Text(16)
+	if s.serialRevoked(sn) {
+		return wire.Errorf(wire.CodeTokenRevoked, "the certificate of %s has been revoked", id)
+	}
+	c.State = &session{peer: id, serial: sn}
+	return nil
+}
+
+// Closed releases the handles a connection opened.
+func (s *Server) Closed(c *rpc.ServerConn) {
+	s.mu.Lock()
+	var files []*os.File
+	for id, h := range s.handles {
+		if h.conn == c {
+			files = append(files, h.f)
+			delete(s.handles, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// token returns the valid token in slot tok of the request's session.
+func (s *Server) token(req *rpc.Request, tok uint32) (*auth.Token, error) {
+	ss := req.Conn.State.(*session)
+	ss.mu.Lock()
+	var t *auth.Token
+	if tok >= 1 && int(tok) <= len(ss.tokens) {
+		t = ss.tokens[tok-1]
+	}
+	ss.mu.Unlock()
+	if t == nil {
+		return nil, wire.Errorf(wire.CodeNoToken, "no token is installed in slot %d of this session; authenticate first", tok)
+	}
+	if err := s.checkToken(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (s *Server) checkToken(t *auth.Token) error {
+	now := s.cfg.Now()
+	if !now.Before(t.Expires) {
+		return wire.Errorf(wire.CodeTokenExpired, "your access token for share %s expired at %s; fetch a new one from the controller", s.cfg.Name, t.Expires.UTC().Format(time.RFC3339))
+	}
+	s.mu.Lock()
+	before, all := s.revoked.before[t.Principal], s.revoked.all
+	s.mu.Unlock()
+	if t.Issued.Before(before) {
+		return wire.Errorf(wire.CodeTokenRevoked, "the access of %s has been revoked by the domain's administrator", t.Principal)
+	}
+	if t.Issued.Before(all) {
+		return wire.Errorf(wire.CodeTokenRevoked, "your access token for share %s predates an access-control change; fetch a new one", s.cfg.Name)
+	}
+	return nil
+}
+
+func (s *Server) authenticate(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.AuthReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	s.mu.Lock()
+	key := s.cfg.TokenKey
+	s.mu.Unlock()
+	t, err := auth.VerifyToken(key, r.Token, s.cfg.Now())
+	if err != nil {
+		code := wire.CodeTokenInvalid
+		if isExpired(err) {
+			code = wire.CodeTokenExpired
+		}
+		return rpc.Reply{}, &wire.Error{Code: code, Message: fmt.Sprintf("share %s refused your access token: %v", s.cfg.Name, err)}
+	}
+	ss := req.Conn.State.(*session)
+	if t.Share != s.cfg.Name {
+		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token is for share %q, not %q", t.Share, s.cfg.Name)
+	}
+	if t.Principal != ss.peer.String() {
+		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token belongs to %s, but this connection is %s", t.Principal, ss.peer)
+	}
+	if err := s.checkToken(t); err != nil {
+		return rpc.Reply{}, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	// Reuse the slot of an older token for the same root, so that a
+	// long-lived session renewing its tokens does not grow without bound.
+	for i, old := range ss.tokens {
+		if old.Root == t.Root {
+			ss.tokens[i] = t
+			return rpc.Reply{Msg: wire.AuthResp{Tok: uint32(i + 1), Expires: t.Expires.UnixNano()}}, nil
+		}
+	}
+	if len(ss.tokens) >= 1024 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "too many tokens in one session")
+	}
+	ss.tokens = append(ss.tokens, t)
+	return rpc.Reply{Msg: wire.AuthResp{Tok: uint32(len(ss.tokens)), Expires: t.Expires.UnixNano()}}, nil
+}
+
+func newHandleID() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+func (s *Server) addHandle(h *handle) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		id := newHandleID()
+		if _, dup := s.handles[id]; !dup {
+			s.handles[id] = h
+			return id
+		}
+	}
+}
+
+// handle finds an open handle owned by the request's principal.
+func (s *Server) handle(req *rpc.Request, id uint64) (*handle, error) {
+	ss := req.Conn.State.(*session)
+	s.mu.Lock()
+	h := s.handles[id]
+	s.mu.Unlock()
+	if h == nil || h.owner != ss.peer.String() {
+		return nil, wire.Errorf(wire.CodeBadHandle, "file handle %#x is not open (it was closed, or its session ended)", id)
+	}
+	return h, nil
+}
+
+func (s *Server) dropHandle(req *rpc.Request, id uint64) (*handle, error) {
+	h, err := s.handle(req, id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	delete(s.handles, id)
+	s.mu.Unlock()
+	return h, nil
+}
+
+func isExpired(err error) bool { return errors.Is(err, auth.ErrTokenExpired) }

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+var bucket = []byte("pando")
+
+// Bolt is a Store in one bbolt file.
+type Bolt struct {
+	db *bolt.DB
+}
+
+var _ Store = (*Bolt)(nil)
+
+// OpenBolt opens (creating if needed) the bbolt file at path. Only one
+// process may hold it: a second gets a clear error after a short wait.
+func OpenBolt(path string) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("the state in %s is in use by another pando process; stop it or choose another --state directory", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the state database %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cannot initialise the state database %s: %w", path, err)
+	}
+	return &Bolt{db: db}, nil
+}
+
+// Get implements Store.
+func (b *Bolt) Get(ctx context.Context, key string) ([]byte, error) {
+	var out []byte
+	err := b.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucket).Get([]byte(key))
+		if v == nil {
+			return ErrNotFound
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+// Put implements Store.
+func (b *Bolt) Put(ctx context.Context, key string, value []byte) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).Put([]byte(key), bytes.Clone(value))
+	})
+}
+
+// Delete implements Store.
+func (b *Bolt) Delete(ctx context.Context, key string) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucket)
+		if bk.Get([]byte(key)) == nil {
+			return ErrNotFound
+		}
+		return bk.Delete([]byte(key))
+	})
+}
+
+// List implements Store.
+func (b *Bolt) List(ctx context.Context, prefix string) ([]KV, error) {
+	var out []KV
+	p := []byte(prefix)
+	err := b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			out = append(out, KV{Key: string(k), Value: bytes.Clone(v)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CompareAndSwap implements Store.
+func (b *Bolt) CompareAndSwap(ctx context.Context, key string, old, new []byte) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucket)
+		cur := bk.Get([]byte(key))
+		if (old == nil) != (cur == nil) || !bytes.Equal(cur, old) {
+			return ErrConflict
+		}
+		if new == nil {
+			return bk.Delete([]byte(key))
+		}
+		return bk.Put([]byte(key), bytes.Clone(new))
+	})
+}
+
+// Close implements Store.
+func (b *Bolt) Close() error { return b.db.Close() }

@@ -1,0 +1,429 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// Op names an operation. Share operations are 1..99, controller operations
+// 100..199. Numbers are part of the protocol: never reuse one.
+type Op uint16
+
+// Share operations. Paths are share-relative ("" is the share root, "a/b"
+// otherwise) and checked by the share; every request carries Tok, the
+// session slot of a token installed with OpAuth.
+const (
+	OpAuth     Op = 1  // AuthReq -> AuthResp
+	OpGetAttr  Op = 2  // PathReq -> AttrResp
+	OpReadDir  Op = 3  // PathReq -> ReadDirResp
+	OpOpen     Op = 4  // OpenReq -> OpenResp
+	OpCreate   Op = 5  // OpenReq (with Mode) -> OpenResp
+	OpRead     Op = 6  // ReadReq -> ReadResp + data
+	OpWrite    Op = 7  // WriteReq + data -> WriteResp
+	OpClose    Op = 8  // HandleReq -> Empty
+	OpTruncate Op = 9  // TruncateReq -> AttrResp
+	OpRename   Op = 10 // RenameReq -> Empty
+	OpUnlink   Op = 11 // PathReq -> Empty
+	OpMkdir    Op = 12 // MkdirReq -> AttrResp
+	OpRmdir    Op = 13 // PathReq -> Empty
+	OpSymlink  Op = 14 // SymlinkReq -> AttrResp
+	OpReadlink Op = 15 // PathReq -> ReadlinkResp
+	OpLink     Op = 16 // RenameReq (Old = existing, New = new name) -> AttrResp
+	OpSetAttr  Op = 17 // SetAttrReq -> AttrResp
+	OpFsync    Op = 18 // HandleReq -> Empty
+	OpStatFS   Op = 19 // PathReq -> StatFSResp
+	OpPing     Op = 20 // Empty -> Empty
+)
+
+// Controller operations.
+const (
+	OpResolve       Op = 100 // ResolveReq -> ResolveResp
+	OpMountList     Op = 101 // Empty -> MountListResp
+	OpMountAdd      Op = 102 // MountEntry -> Empty
+	OpMountRemove   Op = 103 // PathReq (Path = prefix) -> Empty
+	OpShareRegister Op = 104 // ShareRegisterReq -> ShareRegisterResp
+	OpShareList     Op = 105 // Empty -> ShareListResp
+	OpUserAdd       Op = 106 // UserAddReq -> UserAddResp
+	OpUserList      Op = 107 // Empty -> UserListResp
+	OpUserRevoke    Op = 108 // UserRevokeReq -> Empty
+	OpACLGet        Op = 109 // PathReq -> ACLResp
+	OpACLSet        Op = 110 // ACLSetReq -> Empty
+	OpWatch         Op = 111 // Empty -> stream of Notify(Revocation), shares only
+	OpWhoAmI        Op = 112 // Empty -> WhoAmIResp
+)
+
+var opNames = map[Op]string{
+	OpAuth: "auth", OpGetAttr: "getattr", OpReadDir: "readdir", OpOpen: "open", OpCreate: "create",
+	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
+	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
+	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping",
+	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
+	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
+	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
+	OpWatch: "watch", OpWhoAmI: "whoami",
+}
+
+func (o Op) String() string {
+	if s, ok := opNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("op%d", uint16(o))
+}
+
+// Idempotent reports whether a request of this op may be sent again after a
+// lost reply without changing the outcome. Only these are retried.
+func (o Op) Idempotent() bool {
+	switch o {
+	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync,
+		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
+		return true
+	}
+	return false
+}
+
+// Empty is the message of requests and replies that carry nothing.
+type Empty struct{}
+
+// AuthReq installs a signed token in the session; the reply names the slot
+// that later requests cite as Tok.
+type AuthReq struct {
+	Token []byte `cbor:"1,keyasint"`
+}
+
+// AuthResp answers AuthReq.
+type AuthResp struct {
+	Tok     uint32 `cbor:"1,keyasint"`
+	Expires int64  `cbor:"2,keyasint"` // unix nanoseconds
+}
+
+// PathReq names one path.
+type PathReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+}
+
+// Attr is a file's attributes as the share sees them. Version is the change
+// counter: it grows whenever the file's data or attributes change, through
+// pando or by a program at the share, and is what caches validate against.
+type Attr struct {
+	Ino     uint64 `cbor:"1,keyasint"`
+	Mode    uint32 `cbor:"2,keyasint"` // Unix type and permission bits (S_IFMT | 07777)
+	Nlink   uint32 `cbor:"3,keyasint"`
+	Size    int64  `cbor:"4,keyasint"`
+	Blocks  int64  `cbor:"5,keyasint"` // 512-byte blocks allocated
+	Atime   int64  `cbor:"6,keyasint"` // unix nanoseconds
+	Mtime   int64  `cbor:"7,keyasint"`
+	Ctime   int64  `cbor:"8,keyasint"`
+	Version uint64 `cbor:"9,keyasint"`
+}
+
+// AttrResp carries one Attr.
+type AttrResp struct {
+	Attr Attr `cbor:"1,keyasint"`
+}
+
+// DirEntry is one name in a directory listing, with its attributes so that a
+// listing costs one round trip (readdirplus).
+type DirEntry struct {
+	Name string `cbor:"1,keyasint"`
+	Attr Attr   `cbor:"2,keyasint"`
+}
+
+// ReadDirResp lists a directory.
+type ReadDirResp struct {
+	Entries []DirEntry `cbor:"1,keyasint"`
+	Dir     Attr       `cbor:"2,keyasint"`
+}
+
+// Open flags, a portable subset of open(2).
+const (
+	OpenRead   uint32 = 1 << 0
+	OpenWrite  uint32 = 1 << 1
+	OpenAppend uint32 = 1 << 2
+	OpenTrunc  uint32 = 1 << 3
+	OpenExcl   uint32 = 1 << 4 // with OpCreate: fail if the file exists
+)
+
+// OpenReq opens (or, with OpCreate, creates) a file.
+type OpenReq struct {
+	Tok   uint32 `cbor:"1,keyasint"`
+	Path  string `cbor:"2,keyasint"`
+	Flags uint32 `cbor:"3,keyasint"`
+	Mode  uint32 `cbor:"4,keyasint"` // permission bits for OpCreate
+}
+
+// OpenResp returns a handle valid on every channel of the same session.
+type OpenResp struct {
+	Handle uint64 `cbor:"1,keyasint"`
+	Attr   Attr   `cbor:"2,keyasint"`
+}
+
+// HandleReq names an open handle.
+type HandleReq struct {
+	Tok    uint32 `cbor:"1,keyasint"`
+	Handle uint64 `cbor:"2,keyasint"`
+}
+
+// ReadReq reads Length bytes at Offset; the reply's data part holds them
+// (shorter at end of file).
+type ReadReq struct {
+	Tok    uint32 `cbor:"1,keyasint"`
+	Handle uint64 `cbor:"2,keyasint"`
+	Offset int64  `cbor:"3,keyasint"`
+	Length uint32 `cbor:"4,keyasint"`
+}
+
+// ReadResp answers ReadReq; EOF is set when the read reached end of file.
+type ReadResp struct {
+	EOF bool `cbor:"1,keyasint"`
+}
+
+// WriteReq writes the frame's data part at Offset (ignored for append handles).
+type WriteReq struct {
+	Tok    uint32 `cbor:"1,keyasint"`
+	Handle uint64 `cbor:"2,keyasint"`
+	Offset int64  `cbor:"3,keyasint"`
+}
+
+// WriteResp answers WriteReq.
+type WriteResp struct {
+	N    uint32 `cbor:"1,keyasint"`
+	Attr Attr   `cbor:"2,keyasint"`
+}
+
+// TruncateReq sets a file's size, by open handle if Handle is not zero.
+type TruncateReq struct {
+	Tok    uint32 `cbor:"1,keyasint"`
+	Path   string `cbor:"2,keyasint"`
+	Handle uint64 `cbor:"3,keyasint"`
+	Size   int64  `cbor:"4,keyasint"`
+}
+
+// RenameReq moves Old to New (for OpLink: links New to Old).
+type RenameReq struct {
+	Tok uint32 `cbor:"1,keyasint"`
+	Old string `cbor:"2,keyasint"`
+	New string `cbor:"3,keyasint"`
+	// NoReplace fails with EEXIST when New exists (RENAME_NOREPLACE).
+	NoReplace bool `cbor:"4,keyasint,omitempty"`
+}
+
+// MkdirReq creates a directory.
+type MkdirReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+	Mode uint32 `cbor:"3,keyasint"`
+}
+
+// SymlinkReq creates Path pointing at Target. The target is stored as given;
+// the share never follows a link that leaves its root.
+type SymlinkReq struct {
+	Tok    uint32 `cbor:"1,keyasint"`
+	Path   string `cbor:"2,keyasint"`
+	Target string `cbor:"3,keyasint"`
+}
+
+// ReadlinkResp answers OpReadlink.
+type ReadlinkResp struct {
+	Target string `cbor:"1,keyasint"`
+}
+
+// SetAttr fields; a field is applied only when its bit is set in Valid.
+const (
+	SetMode  uint32 = 1 << 0
+	SetAtime uint32 = 1 << 1
+	SetMtime uint32 = 1 << 2
+	SetSize  uint32 = 1 << 3
+)
+
+// SetAttrReq changes permission bits, times or size.
+type SetAttrReq struct {
+	Tok   uint32 `cbor:"1,keyasint"`
+	Path  string `cbor:"2,keyasint"`
+	Valid uint32 `cbor:"3,keyasint"`
+	Mode  uint32 `cbor:"4,keyasint"`
+	Atime int64  `cbor:"5,keyasint"`
+	Mtime int64  `cbor:"6,keyasint"`
+	Size  int64  `cbor:"7,keyasint"`
+}
+
+// StatFSResp describes the file system holding the share.
+type StatFSResp struct {
+	Blocks  uint64 `cbor:"1,keyasint"`
+	Bfree   uint64 `cbor:"2,keyasint"`
+	Bavail  uint64 `cbor:"3,keyasint"`
+	Files   uint64 `cbor:"4,keyasint"`
+	Ffree   uint64 `cbor:"5,keyasint"`
+	Bsize   uint32 `cbor:"6,keyasint"`
+	NameLen uint32 `cbor:"7,keyasint"`
+}
+
+// ResolveReq asks the controller where a global path lives and for a token.
+type ResolveReq struct {
+	Path string `cbor:"1,keyasint"`
+}
+
+// ResolveResp maps a global path to a share. If the path is above every
+// mount (a synthetic directory such as "/uva"), Share is empty and Children
+// lists the names below it.
+type ResolveResp struct {
+	Prefix    string   `cbor:"1,keyasint"` // the mount prefix that matched
+	Share     string   `cbor:"2,keyasint"`
+	SharePath string   `cbor:"3,keyasint"` // share-relative path of Prefix
+	Addrs     []string `cbor:"4,keyasint"` // where to dial the share
+	Token     []byte   `cbor:"5,keyasint"` // signed token for Prefix
+	Expires   int64    `cbor:"6,keyasint"` // token expiry, unix nanoseconds
+	Children  []string `cbor:"7,keyasint,omitempty"`
+}
+
+// MountEntry is one row of the mount table.
+type MountEntry struct {
+	Prefix    string `cbor:"1,keyasint"` // global, "/<domain>/..."
+	Share     string `cbor:"2,keyasint"`
+	SharePath string `cbor:"3,keyasint"`
+}
+
+// MountListResp lists the mount table.
+type MountListResp struct {
+	Domain  string       `cbor:"1,keyasint"`
+	Entries []MountEntry `cbor:"2,keyasint"`
+}
+
+// ShareRegisterReq registers (or re-registers) a share and asks for its
+// certificate. CSR may be empty when the share already holds a certificate
+// (then the caller must be that share).
+type ShareRegisterReq struct {
+	Name  string   `cbor:"1,keyasint"`
+	Addrs []string `cbor:"2,keyasint"`
+	CSR   []byte   `cbor:"3,keyasint,omitempty"`
+}
+
+// ShareRegisterResp gives the share what it needs to serve offline.
+type ShareRegisterResp struct {
+	Cert     []byte `cbor:"1,keyasint,omitempty"`
+	CA       []byte `cbor:"2,keyasint"`
+	TokenKey []byte `cbor:"3,keyasint"` // ed25519 public key
+	Domain   string `cbor:"4,keyasint"`
+}
+
+// ShareInfo describes a registered share.
+type ShareInfo struct {
+	Name     string   `cbor:"1,keyasint"`
+	Addrs    []string `cbor:"2,keyasint"`
+	Online   bool     `cbor:"3,keyasint"`
+	LastSeen int64    `cbor:"4,keyasint"`
+}
+
+// ShareListResp lists shares.
+type ShareListResp struct {
+	Shares []ShareInfo `cbor:"1,keyasint"`
+}
+
+// UserAddReq creates a user (and their credentials).
+type UserAddReq struct {
+	Name   string   `cbor:"1,keyasint"`
+	Groups []string `cbor:"2,keyasint,omitempty"`
+	CSR    []byte   `cbor:"3,keyasint,omitempty"` // if empty, the controller makes the key
+}
+
+// UserAddResp returns the new user's credentials.
+type UserAddResp struct {
+	Cert []byte `cbor:"1,keyasint"`
+	Key  []byte `cbor:"2,keyasint,omitempty"`
+	CA   []byte `cbor:"3,keyasint"`
+}
+
+// UserInfo describes a user.
+type UserInfo struct {
+	Name    string   `cbor:"1,keyasint"`
+	Groups  []string `cbor:"2,keyasint,omitempty"`
+	Created int64    `cbor:"3,keyasint"`
+	Revoked int64    `cbor:"4,keyasint,omitempty"`
+}
+
+// UserListResp lists users.
+type UserListResp struct {
+	Users []UserInfo `cbor:"1,keyasint"`
+}
+
+// UserRevokeReq revokes a user's certificates and tokens.
+type UserRevokeReq struct {
+	Name string `cbor:"1,keyasint"`
+}
+
+// ACLEntry is one line of an ACL; Who is "alice", "group:staff" or "anyone".
+type ACLEntry struct {
+	Who      string `cbor:"1,keyasint"`
+	Rights   string `cbor:"2,keyasint"`
+	Negative bool   `cbor:"3,keyasint,omitempty"`
+}
+
+// ACLResp returns the ACL set on a prefix and the caller's effective rights there.
+type ACLResp struct {
+	Path      string     `cbor:"1,keyasint"`
+	Entries   []ACLEntry `cbor:"2,keyasint"`
+	Effective string     `cbor:"3,keyasint"`
+	// Inherited lists the ACLs of the prefixes above Path that also apply.
+	Inherited map[string][]ACLEntry `cbor:"4,keyasint,omitempty"`
+}
+
+// ACLSetReq changes one entry of the ACL on Path (Rights "none" removes it),
+// or replaces the whole ACL when Replace is set.
+type ACLSetReq struct {
+	Path    string     `cbor:"1,keyasint"`
+	Entries []ACLEntry `cbor:"2,keyasint"`
+	Replace bool       `cbor:"3,keyasint,omitempty"`
+}
+
+// Revocation is pushed to shares on OpWatch: tokens of Principal issued
+// before Before (unix nanoseconds) are void, and so are certificates with the
+// listed serials. An empty Principal with Before set voids every token
+// issued before it (an ACL change).
+type Revocation struct {
+	Principal string   `cbor:"1,keyasint,omitempty"`
+	Before    int64    `cbor:"2,keyasint"`
+	Serials   []string `cbor:"3,keyasint,omitempty"`
+}
+
+// WhoAmIResp tells a client who the controller thinks it is.
+type WhoAmIResp struct {
+	Principal string   `cbor:"1,keyasint"`
+	Domain    string   `cbor:"2,keyasint"`
+	Groups    []string `cbor:"3,keyasint,omitempty"`
+}
+
+var (
+	encMode cbor.EncMode
+	decMode cbor.DecMode
+)
+
+func init() {
+	var err error
+	encMode, err = cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	decMode, err = cbor.DecOptions{
+		MaxNestedLevels:  16,
+		MaxArrayElements: 1 << 20,
+		MaxMapPairs:      1 << 16,
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		IndefLength:      cbor.IndefLengthForbidden,
+		TagsMd:           cbor.TagsForbidden,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+}
+
+// Marshal encodes a message.
+func Marshal(v any) ([]byte, error) { return encMode.Marshal(v) }
+
+// Unmarshal decodes a message; any failure wraps ErrMalformed.
+func Unmarshal(b []byte, v any) error {
+	if err := decMode.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return nil
+}
