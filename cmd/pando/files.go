@@ -104,7 +104,7 @@ func newCatCmd(g *cli.Globals) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
 			for _, p := range args {
-				f, err := c.Open(cmd.Context(), p, wire.OpenRead)
+				f, err := c.Open(cmd.Context(), p, wire.OpenRead|wire.OpenFollow)
 				if err != nil {
 					return err
 				}

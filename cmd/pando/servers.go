@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cli"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/controller"
@@ -118,6 +119,8 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		state, domain, listen string
 		dirs                  []string
 		noConfig              bool
+		mountDir              string
+		mf                    mountFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -183,6 +186,22 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				}
 				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)
 			}
+			if mountDir != "" {
+				if !cmd.Flags().Changed("cache-dir") {
+					mf.cacheDir = filepath.Join(state, "cache")
+				}
+				acfg, err := mf.config(&cli.Globals{ConfigPath: c.AdminBundlePath(), Verbose: g.Verbose}, mountDir)
+				if err != nil {
+					return err
+				}
+				acfg.Client = admin
+				a, err := agent.Start(acfg)
+				if err != nil {
+					return err
+				}
+				defer a.Close()
+				fmt.Fprintf(out, "namespace mounted at %s (consistency %s, write %s)\n", mountDir, acfg.VFS.Consistency, acfg.VFS.Write)
+			}
 			fmt.Fprintf(out, "\npando is up: domain %s, controller %s\n", c.Domain(), c.Addr())
 			fmt.Fprintf(out, "administrator credentials: %s%s\n\n", cfgPath, note)
 			fmt.Fprintf(out, "Try:\n  pando ls /%s\n  pando put README.md /%s/%s/\n  pando user add alice     # writes alice.json, a credential bundle for alice\n  pando acl set /%s/%s alice read\n\nCtrl-C stops pando.\n",
@@ -197,6 +216,8 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7070", "controller address")
 	cmd.Flags().StringArrayVar(&dirs, "share", nil, "directory to export (repeatable; default STATE/data)")
 	cmd.Flags().BoolVar(&noConfig, "no-config", false, "do not write the administrator's configuration to the default place")
+	cmd.Flags().StringVar(&mountDir, "mount", "", "also mount the namespace here (FUSE)")
+	mf.add(cmd)
 	return cmd
 }
 

@@ -48,7 +48,7 @@ func Get(ctx context.Context, c *client.Client, src, dst string, recursive bool,
 		}
 		return os.Symlink(target, dst)
 	}
-	f, err := c.Open(ctx, src, wire.OpenRead)
+	f, err := c.Open(ctx, src, wire.OpenRead|wire.OpenFollow)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func Put(ctx context.Context, c *client.Client, src, dst string, recursive bool,
 		return err
 	}
 	defer in.Close()
-	f, err := c.Create(ctx, dst, wire.OpenWrite|wire.OpenTrunc, uint32(fi.Mode().Perm()))
+	f, err := c.Create(ctx, dst, wire.OpenWrite|wire.OpenTrunc|wire.OpenFollow, uint32(fi.Mode().Perm()))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pando.dev/pando/internal/auth"
@@ -38,6 +39,25 @@ type Client struct {
 	targets  map[string]*target // by mount prefix
 	shares   map[string]*shareConn
 	closed   bool
+
+	counts [256]atomic.Uint64 // requests sent, by op
+}
+
+// Counts returns the requests this client sent, by op name.
+func (c *Client) Counts() map[string]uint64 {
+	m := make(map[string]uint64)
+	for i := range c.counts {
+		if n := c.counts[i].Load(); n > 0 {
+			m[wire.Op(i).String()] = n
+		}
+	}
+	return m
+}
+
+func (c *Client) count(op wire.Op) {
+	if int(op) < len(c.counts) {
+		c.counts[op].Add(1)
+	}
 }
 
 // target is what the controller said about one mount prefix.
@@ -146,6 +166,7 @@ func (c *Client) ControllerCall(ctx context.Context, op wire.Op, req, resp any) 
 		if err != nil {
 			return err
 		}
+		c.count(op)
 		_, err = conn.Call(ctx, op, req, nil, resp, nil)
 		if err != nil && errors.Is(err, rpc.ErrBroken) && op.Idempotent() && attempt == 0 {
 			continue

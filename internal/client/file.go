@@ -351,6 +351,19 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	return named(err, f.loc)
 }
 
+// Stat returns the open file's current attributes from the share (also
+// after it was unlinked or renamed).
+func (f *File) Stat(ctx context.Context) (wire.Attr, error) {
+	var resp wire.AttrResp
+	_, _, err := f.c.call(ctx, f.loc, wire.OpFGetAttr, func(tok uint32) any {
+		return wire.HandleReq{Tok: tok, Handle: f.handle}
+	}, nil, &resp, nil, f.conn, false)
+	if err == nil {
+		f.setAttr(resp.Attr)
+	}
+	return resp.Attr, named(err, f.loc)
+}
+
 // Sync asks the share to make the file's data durable.
 func (f *File) Sync(ctx context.Context) error {
 	_, _, err := f.c.call(ctx, f.loc, wire.OpFsync, func(tok uint32) any {
@@ -361,6 +374,7 @@ func (f *File) Sync(ctx context.Context) error {
 
 // Close releases the handle at the share.
 func (f *File) Close(ctx context.Context) error {
+	f.c.count(wire.OpClose)
 	_, err := f.conn.Call(ctx, wire.OpClose, wire.HandleReq{Handle: f.handle}, nil, nil, nil)
 	if errors.Is(err, rpc.ErrBroken) {
 		return nil // the share released the handle with the connection

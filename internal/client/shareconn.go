@@ -133,6 +133,7 @@ func (s *shareConn) tok(ctx context.Context, conn *rpc.Conn, t *target) (uint32,
 		return sl.tok, nil
 	}
 	var resp wire.AuthResp
+	s.c.count(wire.OpAuth)
 	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: t.Token}, nil, &resp, nil); err != nil {
 		return 0, err
 	}
@@ -173,6 +174,7 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 		tok, err := sc.tok(ctx, conn, t)
 		if err == nil {
 			var out []byte
+			c.count(op)
 			out, err = conn.Call(ctx, op, build(tok), data, resp, buf)
 			if err == nil {
 				return out, conn, nil

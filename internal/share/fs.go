@@ -177,3 +177,55 @@ func toWire(op wire.Op, rel string, err error) *wire.Error {
 	}
 	return &wire.Error{Code: wire.Code(errno), Message: fmt.Sprintf("%s %s: %s", op, shown, errno.Error())}
 }
+
+// withDir runs fn with a descriptor of rel's parent directory (opened
+// through the root, so confined to it) and rel's last name.
+func (s *Server) withDir(rel string, fn func(dirfd int, name string) error) error {
+	dir, name := splitRel(rel)
+	d, err := s.root.Open(osName(dir))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	rc, err := d.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd), name) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// renameAt renames with renameat2 on parent descriptors: unlike os.Rename
+// it replaces an empty directory, as rename(2) does, and RENAME_NOREPLACE
+// is atomic.
+func (s *Server) renameAt(oldRel, newRel string, noReplace bool) error {
+	var flags uint = 0
+	if noReplace {
+		flags = unix.RENAME_NOREPLACE
+	}
+	return s.withDir(oldRel, func(oldfd int, oldName string) error {
+		return s.withDir(newRel, func(newfd int, newName string) error {
+			if err := unix.Renameat2(oldfd, oldName, newfd, newName, flags); err != nil {
+				return &fs.PathError{Op: "rename", Path: oldRel, Err: err}
+			}
+			return nil
+		})
+	})
+}
+
+// utimes sets times without following a final symlink.
+func (s *Server) utimes(rel string, atime, mtime int64) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(atime), unix.NsecToTimespec(mtime)}
+	if rel == "" {
+		return s.withDir("", func(fd int, _ string) error { return unix.UtimesNanoAt(fd, ".", ts, 0) })
+	}
+	return s.withDir(rel, func(fd int, name string) error {
+		if err := unix.UtimesNanoAt(fd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &fs.PathError{Op: "utimes", Path: rel, Err: err}
+		}
+		return nil
+	})
+}

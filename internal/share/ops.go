@@ -36,7 +36,7 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.read(req)
 	case wire.OpWrite:
 		return s.write(req)
-	case wire.OpClose, wire.OpFsync:
+	case wire.OpClose, wire.OpFsync, wire.OpFGetAttr:
 		return s.handleOp(req)
 	case wire.OpTruncate:
 		return s.truncate(req)
@@ -174,8 +174,19 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	// Opening names a file, never a symlink: clients resolve links
+	// themselves, and a name that became a link since is refused.
+	if r.Flags&wire.OpenFollow == 0 {
+		if a, err := s.lstat(r.Path); err == nil && a.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			return rpc.Reply{}, toWire(req.Op, r.Path, syscall.ELOOP)
+		}
+		osFlags |= syscall.O_NOFOLLOW
+	}
 	f, err := s.root.OpenFile(r.Path, osFlags, fs.FileMode(r.Mode&0o7777))
 	if err != nil {
+		if a, lerr := s.lstat(r.Path); lerr == nil && a.Mode&syscall.S_IFMT == syscall.S_IFLNK && r.Flags&wire.OpenFollow == 0 {
+			err = syscall.ELOOP
+		}
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}
 	a, err := fileAttr(f)
@@ -289,6 +300,13 @@ func (s *Server) handleOp(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	if req.Op == wire.OpFGetAttr {
+		a, err := fileAttr(h.f)
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, h.rel, err)
+		}
+		return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+	}
 	if err := h.f.Sync(); err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
@@ -366,12 +384,7 @@ func (s *Server) twoPathOp(req *rpc.Request) (rpc.Reply, error) {
 		}
 		return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
 	}
-	if r.NoReplace {
-		if _, err := s.lstat(r.New); err == nil {
-			return rpc.Reply{}, toWire(req.Op, r.New, fs.ErrExist)
-		}
-	}
-	if err := s.root.Rename(r.Old, r.New); err != nil {
+	if err := s.renameAt(r.Old, r.New, r.NoReplace); err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Old, err)
 	}
 	return rpc.Reply{}, nil
@@ -448,7 +461,7 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 		if r.Valid&wire.SetMtime != 0 {
 			mt = time.Unix(0, r.Mtime)
 		}
-		if err := s.root.Chtimes(name, at, mt); err != nil {
+		if err := s.utimes(r.Path, at.UnixNano(), mt.UnixNano()); err != nil {
 			return rpc.Reply{}, toWire(req.Op, r.Path, err)
 		}
 	}

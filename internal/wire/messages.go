@@ -34,6 +34,7 @@ const (
 	OpFsync    Op = 18 // HandleReq -> Empty
 	OpStatFS   Op = 19 // PathReq -> StatFSResp
 	OpPing     Op = 20 // Empty -> Empty
+	OpFGetAttr Op = 21 // HandleReq -> AttrResp (attributes of an open file, also after unlink)
 )
 
 // Controller operations.
@@ -57,7 +58,7 @@ var opNames = map[Op]string{
 	OpAuth: "auth", OpGetAttr: "getattr", OpReadDir: "readdir", OpOpen: "open", OpCreate: "create",
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
-	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping",
+	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
@@ -75,7 +76,7 @@ func (o Op) String() string {
 // lost reply without changing the outcome. Only these are retried.
 func (o Op) Idempotent() bool {
 	switch o {
-	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync,
+	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
 		return true
 	}
@@ -143,6 +144,10 @@ const (
 	OpenAppend uint32 = 1 << 2
 	OpenTrunc  uint32 = 1 << 3
 	OpenExcl   uint32 = 1 << 4 // with OpCreate: fail if the file exists
+	// OpenFollow follows a final symlink (inside the share only). Without
+	// it, opening a symlink fails with ELOOP, as FUSE clients resolve
+	// links themselves.
+	OpenFollow uint32 = 1 << 5
 )
 
 // OpenReq opens (or, with OpCreate, creates) a file.

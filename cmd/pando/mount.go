@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"pando.dev/pando/internal/agent"
+	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/vfs"
+)
+
+// mountFlags are the agent's flags, shared by pando mount and pando up.
+type mountFlags struct {
+	cacheDir, cacheSize, memory, blockSize string
+	consistency, write                     string
+	policies                               []string
+	readAhead                              int
+	debug                                  bool
+}
+
+func (f *mountFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir(), "where the agent keeps its cache (one per agent)")
+	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "10GiB", "disk space the cache may use")
+	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
+	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
+	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D or immutable")
+	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close) or through (each write)")
+	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
+	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 16, "blocks kept in flight ahead of a sequential reader")
+	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
+}
+
+func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, error) {
+	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug}
+	var err error
+	if cfg.Client, err = g.Config(); err != nil {
+		return cfg, err
+	}
+	cfg.Cache.Dir = f.cacheDir
+	if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {
+		return cfg, cli.Usagef("--cache-size: %v", err)
+	}
+	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
+		return cfg, cli.Usagef("--memory: %v", err)
+	}
+	if cfg.Cache.MemoryBytes == 0 {
+		cfg.Cache.MemoryBytes = -1
+	}
+	if cfg.Cache.BlockSize, err = cli.ParseSize(f.blockSize); err != nil || cfg.Cache.BlockSize < 4096 || cfg.Cache.BlockSize > 16<<20 {
+		return cfg, cli.Usagef("--block-size must be between 4KiB and 16MiB")
+	}
+	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+		return cfg, cli.Usagef("--consistency: %v", err)
+	}
+	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
+		return cfg, cli.Usagef("--write: %v", err)
+	}
+	for _, p := range f.policies {
+		pol, err := vfs.ParsePolicy(p)
+		if err != nil {
+			return cfg, cli.Usagef("--policy: %v", err)
+		}
+		cfg.VFS.Policies = append(cfg.VFS.Policies, pol)
+	}
+	cfg.VFS.ReadAhead = f.readAhead
+	return cfg, nil
+}
+
+func newMountCmd(g *cli.Globals) *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
+		Use:   "mount [flags] MOUNTPOINT",
+		Short: "Mount the whole namespace as a local file system (FUSE)",
+		Long: `Mount the whole namespace at MOUNTPOINT for every process on this host, served
+from one memory + disk cache. Stop with Ctrl-C, SIGTERM or fusermount3 -u.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := f.config(g, args[0])
+			if err != nil {
+				return err
+			}
+			a, err := agent.Start(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pando mounted at %s (consistency %s, write %s, cache %s)\n",
+				args[0], cfg.VFS.Consistency, cfg.VFS.Write, cfg.Cache.Dir)
+			unmounted := make(chan struct{})
+			go func() { a.Wait(); close(unmounted) }()
+			select {
+			case <-cmd.Context().Done():
+			case <-unmounted:
+			}
+			return a.Close()
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func agentGet(dir, path string, v any) error {
+	hc, err := agent.Control(dir)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Get("http://agent" + path)
+	if err != nil {
+		return fmt.Errorf("the agent with the cache in %s does not answer: %w", dir, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func newStatsCmd(g *cli.Globals) *cobra.Command {
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Show a running agent's RPC counts by kind, cache hits and misses, bytes fetched",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st agent.Stats
+			if err := agentGet(dir, "/stats", &st); err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(w).Encode(st)
+			}
+			fmt.Fprintf(w, "mount %s  consistency %s  write %s  up %s  open files %d\n", st.MountPoint, st.Consistency, st.WriteMode, st.Uptime, st.OpenFiles)
+			c := st.Cache
+			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk, %s in memory, %d files\n",
+				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.MemoryBytes), c.Files)
+			ops := make([]string, 0, len(st.RPCs))
+			for op := range st.RPCs {
+				ops = append(ops, op)
+			}
+			slices.Sort(ops)
+			rows := [][]string{{"RPC", "COUNT"}}
+			for _, op := range ops {
+				rows = append(rows, []string{op, fmt.Sprint(st.RPCs[op])})
+			}
+			return cli.Table(w, rows)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "cache-dir", agent.DefaultCacheDir(), "the agent's cache directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newCacheCmd(g *cli.Globals) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{Use: "cache", Short: "Inspect or drop a running agent's cache"}
+	cmd.PersistentFlags().StringVar(&dir, "cache-dir", agent.DefaultCacheDir(), "the agent's cache directory")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "stats",
+		Short: "Cache sizes and hit counts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st agent.Stats
+			if err := agentGet(dir, "/stats", &st); err != nil {
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(st.Cache)
+		},
+	}, &cobra.Command{
+		Use:   "ls",
+		Short: "List cached files, most recently used first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var entries []struct {
+				Key, Name     string
+				Version       uint64
+				Size, Cached  int64
+				Dirty, Pinned bool
+			}
+			if err := agentGet(dir, "/cache", &entries); err != nil {
+				return err
+			}
+			rows := [][]string{{"PATH", "SIZE", "CACHED", "STATE"}}
+			for _, e := range entries {
+				state := ""
+				if e.Dirty {
+					state = "dirty"
+				}
+				if e.Pinned {
+					state = strings.TrimSpace(state + " open")
+				}
+				rows = append(rows, []string{e.Name, cli.Size(e.Size), cli.Size(min(e.Cached, e.Size)), state})
+			}
+			return cli.Table(cmd.OutOrStdout(), rows)
+		},
+	}, &cobra.Command{
+		Use:   "drop PATH",
+		Short: "Drop the cached data of PATH and everything below it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			hc, err := agent.Control(dir)
+			if err != nil {
+				return err
+			}
+			resp, err := hc.Post("http://agent/cache/drop?path="+url.QueryEscape(args[0]), "", nil)
+			if err != nil {
+				return fmt.Errorf("the agent does not answer: %w", err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s", strings.TrimSpace(string(b)))
+			}
+			var r struct{ Dropped int }
+			json.Unmarshal(b, &r)
+			fmt.Fprintf(cmd.OutOrStdout(), "dropped %d files\n", r.Dropped)
+			return nil
+		},
+	})
+	return cmd
+}

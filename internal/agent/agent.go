@@ -1,0 +1,203 @@
+// Package agent runs the FUSE agent: one client, one block cache, one vfs
+// and its mount, plus a control socket in the cache directory through
+// which `pando stats` and `pando cache` talk to the running agent.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/mount"
+	"pando.dev/pando/internal/vfs"
+)
+
+// Config configures an agent.
+type Config struct {
+	Client     *config.Config
+	MountPoint string
+	Cache      cache.Options
+	VFS        vfs.Options
+	Log        *slog.Logger
+	Debug      bool
+}
+
+// Agent is a running agent.
+type Agent struct {
+	cfg       Config
+	cl        *client.Client
+	cache     *cache.Cache
+	v         *vfs.FS
+	m         *mount.Mount
+	ctl       *http.Server
+	ctlLn     net.Listener
+	start     time.Time
+	closeOnce sync.Once
+}
+
+// SocketName is the control socket's name in the cache directory.
+const SocketName = "agent.sock"
+
+// DefaultCacheDir is where an agent keeps its cache unless told otherwise.
+func DefaultCacheDir() string {
+	dir := os.Getenv("XDG_CACHE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		dir = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(dir, "pando", "agent")
+}
+
+// Start mounts the namespace.
+func Start(cfg Config) (*Agent, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Cache.Log = cfg.Log
+	cl, err := client.New(cfg.Client, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ch, err := cache.Open(cfg.Cache)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, cl: cl, cache: ch, start: time.Now()}
+	a.v = vfs.New(cl, ch, cfg.VFS)
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug})
+	if err != nil {
+		ch.Close()
+		cl.Close()
+		return nil, err
+	}
+	if err := a.serveControl(); err != nil {
+		cfg.Log.Warn("no control socket; pando stats will not reach this agent", "err", err)
+	}
+	return a, nil
+}
+
+// Mount is the FUSE mount.
+func (a *Agent) Mount() *mount.Mount { return a.m }
+
+// FS is the agent's file system.
+func (a *Agent) FS() *vfs.FS { return a.v }
+
+// Wait blocks until the mount is gone.
+func (a *Agent) Wait() { a.m.Wait() }
+
+// Close unmounts and releases everything.
+func (a *Agent) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		err = a.m.Unmount()
+		a.m.Wait()
+		if a.ctl != nil {
+			a.ctl.Close()
+			os.Remove(filepath.Join(a.cfg.Cache.Dir, SocketName))
+		}
+		if cerr := a.cache.Close(); err == nil {
+			err = cerr
+		}
+		a.cl.Close()
+	})
+	return err
+}
+
+// Stats is what `pando stats` shows.
+type Stats struct {
+	MountPoint  string            `json:"mount_point"`
+	Consistency string            `json:"consistency"`
+	WriteMode   string            `json:"write_mode"`
+	Uptime      string            `json:"uptime"`
+	RPCs        map[string]uint64 `json:"rpcs"`
+	Cache       cache.Stats       `json:"cache"`
+	OpenFiles   int               `json:"open_files"`
+}
+
+// Stats returns the agent's counters.
+func (a *Agent) Stats() Stats {
+	o := a.v.Options()
+	return Stats{MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
+		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
+		OpenFiles: a.m.OpenFiles()}
+}
+
+func (a *Agent) serveControl() error {
+	sock := filepath.Join(a.cfg.Cache.Dir, SocketName)
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return err
+	}
+	os.Chmod(sock, 0o600)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.Stats()) })
+	mux.HandleFunc("GET /cache", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.cache.List()) })
+	mux.HandleFunc("POST /cache/drop", func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Query().Get("path")
+		n, err := a.drop(r.Context(), p)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, map[string]int{"dropped": n})
+	})
+	a.ctl = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.ctlLn = ln
+	go a.ctl.Serve(ln)
+	return nil
+}
+
+// drop forgets the cached data of every file at or below p that has no
+// unsent data.
+func (a *Agent) drop(ctx context.Context, p string) (int, error) {
+	g, err := client.Clean(p)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range a.cache.List() {
+		if e.Name == g || len(e.Name) > len(g) && e.Name[:len(g)] == g && (g == "/" || e.Name[len(g)] == '/') {
+			if e.Dirty {
+				return n, fmt.Errorf("%s holds data not yet written to its share; close it first", e.Name)
+			}
+			a.cache.Drop(e.Key)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Control returns an HTTP client for the agent whose cache is in dir.
+func Control(dir string) (*http.Client, error) {
+	sock := filepath.Join(dir, SocketName)
+	if _, err := os.Stat(sock); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no pando agent runs with the cache in %s (start one with pando mount, or pass --cache-dir)", dir)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}, nil
+}

@@ -1,0 +1,450 @@
+package cache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Options size a cache.
+type Options struct {
+	Dir         string
+	BlockSize   int64 // default 1 MiB
+	DiskBytes   int64 // default 10 GiB
+	MemoryBytes int64 // default 512 MiB
+	Log         *slog.Logger
+}
+
+// Stats counts what the cache did.
+type Stats struct {
+	Hits, Misses, Fetches, BadBlocks, Evictions int64
+	BytesFetched                                int64
+	DiskBytes, MemoryBytes                      int64
+	Files                                       int
+}
+
+// Cache is a block cache. It is safe for concurrent use.
+type Cache struct {
+	opts Options
+	db   *bolt.DB
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	entries  map[string]*entry
+	diskUsed int64
+	flights  map[blockID]*flight
+	mem      *memLRU
+	clock    int64 // logical time of last use, for LRU
+	dirtyIdx map[string]bool
+
+	stats struct {
+		hits, misses, fetches, bad, evictions, fetched atomic.Int64
+	}
+	flushQuit chan struct{}
+	flushDone chan struct{}
+}
+
+type blockID struct {
+	key string
+	idx int64
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// record is the persisted index of one file.
+type record struct {
+	Version uint64              `cbor:"1,keyasint"`
+	Size    int64               `cbor:"2,keyasint"`
+	Blocks  map[int64]blockInfo `cbor:"3,keyasint"`
+	Dirty   []Range             `cbor:"4,keyasint,omitempty"`
+	Use     int64               `cbor:"5,keyasint"`
+	Name    string              `cbor:"6,keyasint,omitempty"` // for people: the path last seen
+	Tags    []string            `cbor:"7,keyasint,omitempty"`
+}
+
+// blockInfo describes a block on disk: its length and the CRC32C of it.
+type blockInfo struct {
+	Len uint32 `cbor:"1,keyasint"`
+	CRC uint32 `cbor:"2,keyasint"`
+}
+
+type entry struct {
+	key  string
+	mu   sync.Mutex
+	rec  record
+	f    *os.File
+	pins int
+	use  map[int64]int64 // block -> logical time of last use (not persisted)
+}
+
+var (
+	bucketIndex = []byte("index")
+	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// Open opens (or creates) a cache in opts.Dir.
+func Open(opts Options) (*Cache, error) {
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = 1 << 20
+	}
+	if opts.DiskBytes <= 0 {
+		opts.DiskBytes = 10 << 30
+	}
+	if opts.MemoryBytes < 0 {
+		opts.MemoryBytes = 0
+	} else if opts.MemoryBytes == 0 {
+		opts.MemoryBytes = 512 << 20
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "data"), 0o700); err != nil {
+		return nil, fmt.Errorf("cannot create the cache directory: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(opts.Dir, "index.db"), 0o600, &bolt.Options{Timeout: time.Second, NoSync: true, NoFreelistSync: true})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("the cache in %s is in use by another pando agent; give each agent its own --cache-dir", opts.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the cache index: %w", err)
+	}
+	c := &Cache{opts: opts, db: db, log: opts.Log, entries: make(map[string]*entry), flights: make(map[blockID]*flight),
+		mem: newMemLRU(opts.MemoryBytes), dirtyIdx: make(map[string]bool),
+		flushQuit: make(chan struct{}), flushDone: make(chan struct{})}
+	if err := c.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go c.flusher()
+	return c, nil
+}
+
+// BlockSize is the cache's block size.
+func (c *Cache) BlockSize() int64 { return c.opts.BlockSize }
+
+func (c *Cache) load() error {
+	return c.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketIndex)
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var rec record
+			if err := cbor.Unmarshal(v, &rec); err != nil {
+				c.log.Warn("dropping a damaged cache index record", "key", string(k))
+				return nil
+			}
+			if rec.Blocks == nil {
+				rec.Blocks = make(map[int64]blockInfo)
+			}
+			e := &entry{key: string(k), rec: rec}
+			c.entries[e.key] = e
+			c.diskUsed += int64(len(rec.Blocks)) * c.opts.BlockSize
+			if rec.Use > c.clock {
+				c.clock = rec.Use
+			}
+			return nil
+		})
+	})
+}
+
+// Close persists the index and closes every file.
+func (c *Cache) Close() error {
+	close(c.flushQuit)
+	<-c.flushDone
+	err := c.flushIndex()
+	c.mu.Lock()
+	for _, e := range c.entries {
+		e.mu.Lock()
+		if e.f != nil {
+			e.f.Close()
+			e.f = nil
+		}
+		e.mu.Unlock()
+	}
+	c.mu.Unlock()
+	if cerr := c.db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// A clean close syncs once, so that a power loss after it loses nothing.
+		err = syncDir(c.opts.Dir)
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// flusher writes changed index records every 200 ms.
+func (c *Cache) flusher() {
+	defer close(c.flushDone)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.flushQuit:
+			return
+		case <-t.C:
+			if err := c.flushIndex(); err != nil {
+				c.log.Warn("cannot write the cache index", "err", err)
+			}
+		}
+	}
+}
+
+func (c *Cache) flushIndex() error {
+	c.mu.Lock()
+	keys := c.dirtyIdx
+	c.dirtyIdx = make(map[string]bool)
+	type kv struct {
+		k string
+		v []byte
+	}
+	var puts []kv
+	for k := range keys {
+		e := c.entries[k]
+		if e == nil {
+			puts = append(puts, kv{k, nil})
+			continue
+		}
+		e.mu.Lock()
+		b, err := cbor.Marshal(&e.rec)
+		e.mu.Unlock()
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		puts = append(puts, kv{k, b})
+	}
+	c.mu.Unlock()
+	if len(puts) == 0 {
+		return nil
+	}
+	return c.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIndex)
+		for _, p := range puts {
+			var err error
+			if p.v == nil {
+				err = b.Delete([]byte(p.k))
+			} else {
+				err = b.Put([]byte(p.k), p.v)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// touch marks an entry's index record as changed (c.mu held).
+func (c *Cache) touch(key string) { c.dirtyIdx[key] = true }
+
+// get returns the entry for key, creating it (c.mu held).
+func (c *Cache) get(key string) *entry {
+	e := c.entries[key]
+	if e == nil {
+		e = &entry{key: key, rec: record{Blocks: make(map[int64]blockInfo)}}
+		c.entries[key] = e
+	}
+	return e
+}
+
+func (c *Cache) dataPath(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return filepath.Join(c.opts.Dir, "data", hex.EncodeToString(h[:12]))
+}
+
+// file returns the entry's data file, opening it (e.mu held).
+func (c *Cache) file(e *entry) (*os.File, error) {
+	if e.f != nil {
+		return e.f, nil
+	}
+	f, err := os.OpenFile(c.dataPath(e.key), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache data file: %w", err)
+	}
+	e.f = f
+	return f, nil
+}
+
+// Validate records the remote version and size of key. If the version
+// differs from the cached one, clean blocks are dropped; dirty ranges are
+// kept (the caller decides what a conflict means). It reports whether
+// cached data was kept.
+func (c *Cache) Validate(key string, version uint64, size int64, name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.get(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if name != "" && e.rec.Name != name {
+		e.rec.Name = name
+		c.touch(key)
+	}
+	if e.rec.Version == version {
+		if len(e.rec.Dirty) == 0 && e.rec.Size != size {
+			e.rec.Size = size
+			c.touch(key)
+		}
+		return true
+	}
+	kept := e.rec.Version == 0 && len(e.rec.Blocks) == 0
+	if len(e.rec.Dirty) == 0 {
+		c.dropBlocksLocked(e, 0)
+		e.rec.Size = size
+	}
+	e.rec.Version = version
+	c.touch(key)
+	return kept
+}
+
+// SetVersion records a version without dropping data: for versions that
+// this agent's own writes produced.
+func (c *Cache) SetVersion(key string, version uint64, size int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.get(key)
+	e.mu.Lock()
+	e.rec.Version = version
+	if len(e.rec.Dirty) == 0 {
+		e.rec.Size = size
+	}
+	e.mu.Unlock()
+	c.touch(key)
+}
+
+// Version returns the cached version and size of key.
+func (c *Cache) Version(key string) (uint64, int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil {
+		return 0, 0, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rec.Version, e.rec.Size, true
+}
+
+// dropBlocksLocked drops clean blocks from index from on (c.mu, e.mu held).
+func (c *Cache) dropBlocksLocked(e *entry, from int64) {
+	for idx := range e.rec.Blocks {
+		if idx >= from && !e.dirtyBlock(idx, c.opts.BlockSize) {
+			delete(e.rec.Blocks, idx)
+			c.diskUsed -= c.opts.BlockSize
+			c.mem.remove(blockID{e.key, idx})
+		}
+	}
+	if f, err := c.file(e); err == nil && from == 0 && len(e.rec.Blocks) == 0 {
+		_ = f.Truncate(0)
+	}
+}
+
+// Pin keeps key's blocks from eviction until Unpin (open files).
+func (c *Cache) Pin(key string) {
+	c.mu.Lock()
+	c.get(key).pins++
+	c.mu.Unlock()
+}
+
+// Unpin undoes Pin.
+func (c *Cache) Unpin(key string) {
+	c.mu.Lock()
+	if e := c.entries[key]; e != nil && e.pins > 0 {
+		e.pins--
+	}
+	c.mu.Unlock()
+	c.evict()
+}
+
+// Drop forgets key entirely (its blocks and index record), dirty data too.
+func (c *Cache) Drop(key string) {
+	c.mu.Lock()
+	e := c.entries[key]
+	if e == nil {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.entries, key)
+	e.mu.Lock()
+	c.diskUsed -= int64(len(e.rec.Blocks)) * c.opts.BlockSize
+	for idx := range e.rec.Blocks {
+		c.mem.remove(blockID{key, idx})
+	}
+	if e.f != nil {
+		e.f.Close()
+		e.f = nil
+	}
+	e.mu.Unlock()
+	c.touch(key)
+	c.mu.Unlock()
+	os.Remove(c.dataPath(key))
+}
+
+// Entry describes one cached file, for `pando cache ls`.
+type Entry struct {
+	Key, Name     string
+	Version       uint64
+	Size, Cached  int64
+	Dirty, Pinned bool
+}
+
+// List describes every cached file, most recently used first.
+func (c *Cache) List() []Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Entry, 0, len(c.entries))
+	uses := make(map[string]int64, len(c.entries))
+	for k, e := range c.entries {
+		e.mu.Lock()
+		out = append(out, Entry{Key: k, Name: e.rec.Name, Version: e.rec.Version, Size: e.rec.Size,
+			Cached: int64(len(e.rec.Blocks)) * c.opts.BlockSize, Dirty: len(e.rec.Dirty) > 0, Pinned: e.pins > 0})
+		uses[k] = e.rec.Use
+		e.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return uses[out[i].Key] > uses[out[j].Key] })
+	return out
+}
+
+// Stats returns counters and sizes.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{
+		Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Fetches: c.stats.fetches.Load(),
+		BadBlocks: c.stats.bad.Load(), Evictions: c.stats.evictions.Load(), BytesFetched: c.stats.fetched.Load(),
+		DiskBytes: c.diskUsed, MemoryBytes: c.mem.used, Files: len(c.entries),
+	}
+}
+
+// Fetcher reads remote bytes at off into p; it returns how many it read
+// (fewer at end of file) and io.EOF or nil.
+type Fetcher func(ctx context.Context, p []byte, off int64) (int, error)
+
+// ErrBadBlock is returned by readBlock for a block whose CRC does not match.
+var ErrBadBlock = errors.New("cached block failed its checksum")

@@ -1,0 +1,68 @@
+package cache
+
+import (
+	"container/list"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// memLRU keeps recently used blocks in memory, bounded in bytes.
+type memLRU struct {
+	max, used int64
+	ll        *list.List
+	items     map[blockID]*list.Element
+}
+
+type memItem struct {
+	id   blockID
+	data []byte
+}
+
+func newMemLRU(max int64) *memLRU {
+	return &memLRU{max: max, ll: list.New(), items: make(map[blockID]*list.Element)}
+}
+
+func (m *memLRU) get(id blockID) []byte {
+	if el := m.items[id]; el != nil {
+		m.ll.MoveToFront(el)
+		return el.Value.(*memItem).data
+	}
+	return nil
+}
+
+func (m *memLRU) put(id blockID, data []byte) {
+	if m.max <= 0 || int64(len(data)) > m.max {
+		m.remove(id)
+		return
+	}
+	if el := m.items[id]; el != nil {
+		it := el.Value.(*memItem)
+		m.used += int64(len(data)) - int64(len(it.data))
+		it.data = data
+		m.ll.MoveToFront(el)
+	} else {
+		m.items[id] = m.ll.PushFront(&memItem{id, data})
+		m.used += int64(len(data))
+	}
+	for m.used > m.max {
+		el := m.ll.Back()
+		it := el.Value.(*memItem)
+		m.ll.Remove(el)
+		delete(m.items, it.id)
+		m.used -= int64(len(it.data))
+	}
+}
+
+func (m *memLRU) remove(id blockID) {
+	if el := m.items[id]; el != nil {
+		m.used -= int64(len(el.Value.(*memItem).data))
+		m.ll.Remove(el)
+		delete(m.items, id)
+	}
+}
+
+// punchHole frees a block's disk space without changing the file's size.
+func punchHole(f *os.File, off, n int64) {
+	_ = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+}

@@ -1,0 +1,80 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// inoOf maps a share's inode number into the mount's inode space: inodes
+// of different shares must not collide.
+func inoOf(share string, ino uint64) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(share))
+	return uint64(h.Sum32()&0x7fffff)<<40 | ino&(1<<40-1)
+}
+
+// synthIno numbers namespace directories above the shares.
+func synthIno(p string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	return h.Sum64() | 1<<63
+}
+
+var owner = struct{ uid, gid uint32 }{uint32(os.Getuid()), uint32(os.Getgid())}
+
+// fillAttr converts share attributes into FUSE attributes. Files show as
+// owned by the user running the agent: the share decides access, by the
+// caller's grid identity, not by local uids.
+func fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
+	out.Ino = ino
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Size = uint64(a.Size)
+	out.Blocks = uint64(a.Blocks)
+	out.Blksize = 1 << 16
+	setTime := func(ns int64) (uint64, uint32) { return uint64(ns / 1e9), uint32(ns % 1e9) }
+	out.Atime, out.Atimensec = setTime(a.Atime)
+	out.Mtime, out.Mtimensec = setTime(a.Mtime)
+	out.Ctime, out.Ctimensec = setTime(a.Ctime)
+	out.Uid, out.Gid = owner.uid, owner.gid
+}
+
+// errno translates a vfs error into an errno for the kernel.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Errno()
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, fs.ErrPermission):
+		return syscall.EACCES
+	case errors.Is(err, context.DeadlineExceeded):
+		return syscall.ETIMEDOUT
+	case errors.Is(err, context.Canceled):
+		return syscall.EINTR
+	}
+	return syscall.EIO
+}
+
+// detach keeps operations running when the kernel interrupts the calling
+// process (Go programs are signalled all the time for preemption): a
+// rename or write must not fail with EINTR half done. Every operation has
+// its own deadline in the client.
+func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

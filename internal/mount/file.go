@@ -1,0 +1,102 @@
+package mount
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"pando.dev/pando/internal/vfs"
+)
+
+// file is an open file.
+type file struct {
+	h *vfs.Handle
+	m *Mount
+}
+
+var (
+	_ fs.FileReader    = (*file)(nil)
+	_ fs.FileWriter    = (*file)(nil)
+	_ fs.FileFlusher   = (*file)(nil)
+	_ fs.FileReleaser  = (*file)(nil)
+	_ fs.FileGetattrer = (*file)(nil)
+	_ fs.FileFsyncer   = (*file)(nil)
+	_ fs.FileAllocater = (*file)(nil)
+)
+
+// Read reads from the cache, filling it from the share.
+func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = detach(ctx)
+	n, err := f.h.Read(ctx, dest, off)
+	if err != nil {
+		return nil, f.m.fail("read", f.h.Path(), err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Write writes into the cache (close mode) or to the share (through mode).
+func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = detach(ctx)
+	n, err := f.h.Write(ctx, data, off)
+	if err != nil {
+		return uint32(n), f.m.fail("write", f.h.Path(), err)
+	}
+	return uint32(n), 0
+}
+
+// Flush runs on every close(2): unsent data goes to the share now, and a
+// failure is close's error.
+func (f *file) Flush(ctx context.Context) syscall.Errno {
+	ctx = detach(ctx)
+	return f.m.fail("close", f.h.Path(), f.h.Flush(ctx))
+}
+
+// Release runs when the last descriptor is gone.
+func (f *file) Release(ctx context.Context) syscall.Errno {
+	ctx = detach(ctx)
+	err := f.h.Release(context.WithoutCancel(ctx))
+	f.m.untrack(f)
+	return f.m.fail("release", f.h.Path(), err)
+}
+
+// Getattr returns the open file's attributes.
+func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	ctx = detach(ctx)
+	a, err := f.h.Getattr(ctx)
+	if err != nil {
+		return f.m.fail("fstat", f.h.Path(), err)
+	}
+	fillAttr(&out.Attr, a, f.m.ino(ctx, f.h.Path(), a))
+	return 0
+}
+
+// Fsync sends unsent data and makes it durable at the share.
+func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	ctx = detach(ctx)
+	return f.m.fail("fsync", f.h.Path(), f.h.Fsync(ctx))
+}
+
+// Allocate supports only what changes nothing but the size: plain
+// allocation that extends the file. Other modes are not supported.
+func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	ctx = detach(ctx)
+	if mode == unix.FALLOC_FL_KEEP_SIZE {
+		return 0 // reserving space changes nothing the share could see
+	}
+	if mode != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	a, err := f.h.Getattr(ctx)
+	if err != nil {
+		return f.m.fail("fallocate", f.h.Path(), err)
+	}
+	if end := int64(off + size); end > a.Size {
+		if _, err := f.h.Truncate(ctx, end); err != nil {
+			return f.m.fail("fallocate", f.h.Path(), err)
+		}
+	}
+	return 0
+}

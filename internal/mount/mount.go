@@ -1,0 +1,204 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wire"
+)
+
+// Mount is a mounted namespace.
+type Mount struct {
+	v      *vfs.FS
+	dir    string
+	log    *slog.Logger
+	server *fuse.Server
+
+	mu    sync.Mutex
+	files map[*file]struct{}
+}
+
+// Options configure a mount.
+type Options struct {
+	Log   *slog.Logger
+	Debug bool
+}
+
+// Start mounts v at dir. A dead mount left at dir by an agent that died is
+// cleaned up first.
+func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if err := cleanStale(dir, opts.Log); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cannot mount on %s: it is not a directory (create it first)", dir)
+	}
+	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{})}
+	root := &node{m: m}
+	zero := time.Duration(0)
+	fopts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:       "pando",
+			Name:         "pando",
+			MaxWrite:     1 << 20,
+			MaxReadAhead: 1 << 20,
+			AllowOther:   os.Getuid() == 0,
+			DirectMount:  true,
+			Debug:        opts.Debug,
+			// The kernel may run many requests at once; the share serves
+			// them concurrently.
+			MaxBackground: 64,
+		},
+		// Each entry carries its own timeouts, from its path's mode.
+		EntryTimeout:    &zero,
+		AttrTimeout:     &zero,
+		NegativeTimeout: &zero,
+		RootStableAttr:  &fs.StableAttr{Ino: synthIno("/")},
+	}
+	server, err := fs.Mount(dir, root, fopts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
+	}
+	m.server = server
+	return m, nil
+}
+
+// Dir is the mount point.
+func (m *Mount) Dir() string { return m.dir }
+
+// Wait blocks until the file system is unmounted (by Unmount, or from
+// outside with fusermount3 -u or umount).
+func (m *Mount) Wait() { m.server.Wait() }
+
+// Unmount unmounts, retrying while the mount point is busy, and lazily at
+// the end so that the agent never leaves a dead mount behind.
+func (m *Mount) Unmount() error {
+	var err error
+	for i := 0; i < 20; i++ {
+		if !Mounted(m.dir) {
+			return nil
+		}
+		if err = m.server.Unmount(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lerr := syscall.Unmount(m.dir, syscall.MNT_DETACH); lerr == nil {
+		return nil
+	}
+	return fmt.Errorf("cannot unmount %s: %w (close the programs using it)", m.dir, err)
+}
+
+// OpenFiles is the number of open file handles (for leak checks).
+func (m *Mount) OpenFiles() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.files)
+}
+
+func (m *Mount) track(f *file) *file {
+	m.mu.Lock()
+	m.files[f] = struct{}{}
+	m.mu.Unlock()
+	return f
+}
+
+func (m *Mount) untrack(f *file) {
+	m.mu.Lock()
+	delete(m.files, f)
+	m.mu.Unlock()
+}
+
+// ino returns the mount's inode number for a path with attributes a.
+func (m *Mount) ino(ctx context.Context, p string, a wire.Attr) uint64 {
+	if a.Ino == 0 {
+		return synthIno(p)
+	}
+	loc, err := m.v.Client().Locate(ctx, p)
+	if err != nil || loc.Share == "" {
+		return synthIno(p)
+	}
+	return inoOf(loc.Share, a.Ino)
+}
+
+// fail logs unexpected errors and returns the errno for the kernel.
+func (m *Mount) fail(op, p string, err error) syscall.Errno {
+	e := errno(err)
+	if e == syscall.EIO || e == syscall.ETIMEDOUT {
+		m.log.Warn("operation failed", "op", op, "path", p, "err", err)
+	} else if e != 0 {
+		m.log.Debug("operation refused", "op", op, "path", p, "err", err)
+	}
+	return e
+}
+
+// cleanStale unmounts a dead FUSE mount at dir ("transport endpoint is
+// not connected"), which an agent that was killed leaves behind.
+func cleanStale(dir string, log *slog.Logger) error {
+	_, err := os.Stat(dir)
+	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
+		return nil
+	}
+	log.Info("cleaning up the dead mount of an earlier agent", "dir", dir)
+	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err == nil {
+		return nil
+	}
+	if out, err := exec.Command("fusermount3", "-u", "-z", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s holds the dead mount of an earlier agent and it cannot be removed: %s", dir, out)
+	}
+	return nil
+}
+
+// Mounted reports whether dir is a mount point now (per /proc/self/mounts).
+func Mounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && unescapeMount(f[1]) == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount undoes the octal escapes of /proc/self/mounts ("\040").
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,306 @@
+package mount
+
+import (
+	"context"
+	"path"
+	"strings"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wire"
+)
+
+// node is a file, directory or symlink of the namespace.
+type node struct {
+	fs.Inode
+	m *Mount
+}
+
+var (
+	_ fs.NodeLookuper   = (*node)(nil)
+	_ fs.NodeGetattrer  = (*node)(nil)
+	_ fs.NodeSetattrer  = (*node)(nil)
+	_ fs.NodeReaddirer  = (*node)(nil)
+	_ fs.NodeOpener     = (*node)(nil)
+	_ fs.NodeCreater    = (*node)(nil)
+	_ fs.NodeMkdirer    = (*node)(nil)
+	_ fs.NodeUnlinker   = (*node)(nil)
+	_ fs.NodeRmdirer    = (*node)(nil)
+	_ fs.NodeRenamer    = (*node)(nil)
+	_ fs.NodeSymlinker  = (*node)(nil)
+	_ fs.NodeReadlinker = (*node)(nil)
+	_ fs.NodeLinker     = (*node)(nil)
+	_ fs.NodeStatfser   = (*node)(nil)
+	_ fs.NodeFsyncer    = (*node)(nil)
+)
+
+// gone is the path of nodes that are no longer in the tree (overwritten by
+// a rename, or unlinked): it names nothing, so operations on it get ENOENT.
+const gone = "/.pando-deleted"
+
+// gpath is the node's global path.
+func (n *node) gpath() string {
+	p := n.Path(nil)
+	if p == "" && !n.IsRoot() || strings.Contains(p, ".go-fuse.") {
+		return gone
+	}
+	return "/" + p
+}
+
+func (n *node) v() *vfs.FS { return n.m.v }
+
+// entry fills out for a child and returns its inode.
+func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.EntryOut) *fs.Inode {
+	ctx = detach(ctx)
+	ino := n.m.ino(ctx, p, a)
+	fillAttr(&out.Attr, a, ino)
+	t := n.v().Policy(p).KernelTimeout()
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	child := &node{m: n.m}
+	return n.NewInode(ctx, child, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: ino})
+}
+
+// Lookup finds a child by name.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = detach(ctx)
+	p := path.Join(n.gpath(), name)
+	a, err := n.v().GetAttr(ctx, p)
+	if err != nil {
+		if e := errno(err); e == syscall.ENOENT {
+			out.SetEntryTimeout(n.v().Policy(p).KernelTimeout())
+			return nil, e
+		}
+		return nil, n.m.fail("lookup", p, err)
+	}
+	return n.entry(ctx, p, a, out), 0
+}
+
+// Getattr returns attributes, through the open file when there is one.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = detach(ctx)
+	p := n.gpath()
+	var a wire.Attr
+	var err error
+	if fh, ok := f.(*file); ok {
+		a, err = fh.h.Getattr(ctx)
+	} else {
+		a, err = n.v().GetAttr(ctx, p)
+	}
+	if err != nil {
+		return n.m.fail("getattr", p, err)
+	}
+	fillAttr(&out.Attr, a, n.StableAttr().Ino)
+	out.SetTimeout(n.v().Policy(p).KernelTimeout())
+	return 0
+}
+
+// Setattr changes mode, times or size.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = detach(ctx)
+	p := n.gpath()
+	var r wire.SetAttrReq
+	if m, ok := in.GetMode(); ok {
+		r.Valid |= wire.SetMode
+		r.Mode = m
+	}
+	if t, ok := in.GetATime(); ok {
+		r.Valid |= wire.SetAtime
+		r.Atime = t.UnixNano()
+	}
+	if t, ok := in.GetMTime(); ok {
+		r.Valid |= wire.SetMtime
+		r.Mtime = t.UnixNano()
+	}
+	var a wire.Attr
+	var err error
+	if sz, ok := in.GetSize(); ok {
+		if fh, isFile := f.(*file); isFile {
+			a, err = fh.h.Truncate(ctx, int64(sz))
+		} else {
+			a, err = n.v().SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: int64(sz)})
+		}
+		if err != nil {
+			return n.m.fail("truncate", p, err)
+		}
+	}
+	if _, ok := in.GetUID(); ok {
+		// Ownership is the share's business: accept and ignore, as
+		// sshfs and NFS with squashing do.
+	}
+	if r.Valid != 0 {
+		if a, err = n.v().SetAttr(ctx, p, r); err != nil {
+			return n.m.fail("setattr", p, err)
+		}
+	}
+	if a.Ino == 0 {
+		return n.Getattr(ctx, f, out)
+	}
+	fillAttr(&out.Attr, a, n.StableAttr().Ino)
+	out.SetTimeout(n.v().Policy(p).KernelTimeout())
+	return 0
+}
+
+// Readdir lists a directory.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = detach(ctx)
+	p := n.gpath()
+	entries, err := n.v().ReadDir(ctx, p)
+	if err != nil {
+		return nil, n.m.fail("readdir", p, err)
+	}
+	out := make([]fuse.DirEntry, 0, len(entries))
+	for _, e := range entries {
+		cp := path.Join(p, e.Name)
+		out = append(out, fuse.DirEntry{Name: e.Name, Mode: e.Attr.Mode, Ino: n.m.ino(ctx, cp, e.Attr)})
+	}
+	return fs.NewListDirStream(out), 0
+}
+
+// Open opens a file.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = detach(ctx)
+	p := n.gpath()
+	h, err := n.v().Open(ctx, p, flags)
+	if err != nil {
+		return nil, 0, n.m.fail("open", p, err)
+	}
+	var ff uint32
+	if h.KeepCache {
+		ff |= fuse.FOPEN_KEEP_CACHE
+	}
+	if flags&syscall.O_DIRECT != 0 {
+		ff |= fuse.FOPEN_DIRECT_IO
+	}
+	return n.m.track(&file{h: h, m: n.m}), ff, 0
+}
+
+// Create creates and opens a file.
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = detach(ctx)
+	p := path.Join(n.gpath(), name)
+	h, a, err := n.v().Create(ctx, p, flags, mode)
+	if err != nil {
+		return nil, nil, 0, n.m.fail("create", p, err)
+	}
+	ch := n.entry(ctx, p, a, out)
+	return ch, n.m.track(&file{h: h, m: n.m}), 0, 0
+}
+
+// Mkdir creates a directory.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = detach(ctx)
+	p := path.Join(n.gpath(), name)
+	a, err := n.v().Mkdir(ctx, p, mode)
+	if err != nil {
+		return nil, n.m.fail("mkdir", p, err)
+	}
+	return n.entry(ctx, p, a, out), 0
+}
+
+// Unlink removes a file.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = detach(ctx)
+	p := path.Join(n.gpath(), name)
+	return n.m.fail("unlink", p, n.v().Unlink(ctx, p))
+}
+
+// Rmdir removes a directory.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = detach(ctx)
+	p := path.Join(n.gpath(), name)
+	return n.m.fail("rmdir", p, n.v().Rmdir(ctx, p))
+}
+
+// Rename moves a child to another directory of the same mount.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = detach(ctx)
+	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
+		return syscall.EINVAL // RENAME_EXCHANGE and whiteouts are not supported
+	}
+	oldp := path.Join(n.gpath(), name)
+	newp := path.Join("/"+newParent.EmbeddedInode().Path(nil), newName)
+	return n.m.fail("rename", oldp, n.v().Rename(ctx, oldp, newp, flags&unix.RENAME_NOREPLACE != 0))
+}
+
+// Symlink creates a symbolic link.
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = detach(ctx)
+	p := path.Join(n.gpath(), name)
+	a, err := n.v().Symlink(ctx, target, p)
+	if err != nil {
+		return nil, n.m.fail("symlink", p, err)
+	}
+	return n.entry(ctx, p, a, out), 0
+}
+
+// Readlink reads a symbolic link.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	ctx = detach(ctx)
+	p := n.gpath()
+	t, err := n.v().Readlink(ctx, p)
+	if err != nil {
+		return nil, n.m.fail("readlink", p, err)
+	}
+	return []byte(t), 0
+}
+
+// Link makes a hard link.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = detach(ctx)
+	oldp := "/" + target.EmbeddedInode().Path(nil)
+	p := path.Join(n.gpath(), name)
+	a, err := n.v().Link(ctx, oldp, p)
+	if err != nil {
+		return nil, n.m.fail("link", p, err)
+	}
+	return n.entry(ctx, p, a, out), 0
+}
+
+// Statfs describes the share behind the node (the first share for
+// directories above the shares).
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	ctx = detach(ctx)
+	st, err := n.v().StatFS(ctx, n.gpath())
+	if err != nil {
+		// Namespace directories hold no data: report an empty file system.
+		out.Bsize, out.NameLen = 4096, 255
+		return 0
+	}
+	out.Blocks, out.Bfree, out.Bavail = st.Blocks, st.Bfree, st.Bavail
+	out.Files, out.Ffree = st.Files, st.Ffree
+	out.Bsize, out.NameLen, out.Frsize = st.Bsize, st.NameLen, st.Bsize
+	return 0
+}
+
+// Fsync on a node without a handle has nothing to send.
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	ctx = detach(ctx)
+	if fh, ok := f.(*file); ok {
+		return fh.Fsync(ctx, flags)
+	}
+	return 0
+}
+
+// Extended attributes are not part of the protocol yet: say so, so that
+// programs (cp -a, rsync -X) carry on without them.
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	ctx = detach(ctx)
+	return 0, syscall.ENOTSUP
+}
+
+// Setxattr is not supported; see Getxattr.
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	ctx = detach(ctx)
+	return syscall.ENOTSUP
+}
+
+// Listxattr lists no attributes.
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) { return 0, 0 }
+
+// Removexattr is not supported; see Getxattr.
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno { return syscall.ENOTSUP }

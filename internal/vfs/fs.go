@@ -1,0 +1,276 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/wire"
+)
+
+// FS is the namespace as a file system. It is safe for concurrent use.
+type FS struct {
+	c     *client.Client
+	cache *cache.Cache
+	opts  Options
+
+	mu     sync.Mutex
+	attrs  map[string]attrEntry // by global path
+	dirs   map[string]dirEntry
+	opened map[string]uint64 // cache key -> version the kernel's page cache holds
+	// opening holds handles whose share handle is being opened, by path.
+	opening map[string]map[*Handle]struct{}
+}
+
+func (v *FS) openingAdd(h *Handle) {
+	m := v.opening[h.path]
+	if m == nil {
+		m = make(map[*Handle]struct{})
+		v.opening[h.path] = m
+	}
+	m[h] = struct{}{}
+}
+
+func (v *FS) openingDel(h *Handle) {
+	if m := v.opening[h.path]; m != nil {
+		delete(m, h)
+		if len(m) == 0 {
+			delete(v.opening, h.path)
+		}
+	}
+}
+
+// waitOpens waits for background opens of p: an unlink or rename through
+// this agent must not overtake an open(2) that returned before it.
+func (v *FS) waitOpens(ctx context.Context, p string) {
+	v.mu.Lock()
+	var hs []*Handle
+	for h := range v.opening[p] {
+		hs = append(hs, h)
+	}
+	v.mu.Unlock()
+	for _, h := range hs {
+		h.waitOpen(ctx)
+	}
+}
+
+type attrEntry struct {
+	a   wire.Attr
+	at  time.Time
+	neg bool // the path does not exist
+}
+
+type dirEntry struct {
+	entries []wire.DirEntry
+	at      time.Time
+}
+
+// New makes a file system over a client and a cache.
+func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
+	if opts.Consistency == (Consistency{}) {
+		opts.Consistency = DefaultConsistency
+	}
+	if opts.ReadAhead <= 0 {
+		opts.ReadAhead = 16
+	}
+	return &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
+		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
+		opening: make(map[string]map[*Handle]struct{})}
+}
+
+// Client is the client the file system uses.
+func (v *FS) Client() *client.Client { return v.c }
+
+// Cache is the block cache.
+func (v *FS) Cache() *cache.Cache { return v.cache }
+
+// Policy returns the consistency that governs a global path.
+func (v *FS) Policy(p string) Consistency { return v.opts.policy(p) }
+
+// Options returns the options in force.
+func (v *FS) Options() Options { return v.opts }
+
+// Key returns the cache key of a file: its share and inode, so that
+// renames and hard links keep their cached data.
+func (v *FS) Key(ctx context.Context, p string, a wire.Attr) (string, error) {
+	loc, err := v.c.Locate(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	return loc.Share + "/" + strconv.FormatUint(a.Ino, 10), nil
+}
+
+// forget drops cached attributes of p and the listing of its parent.
+func (v *FS) forget(p string) {
+	v.mu.Lock()
+	delete(v.attrs, p)
+	delete(v.dirs, p)
+	delete(v.dirs, path.Dir(p))
+	v.mu.Unlock()
+}
+
+// forgetTree drops everything cached at or below p (after a rename).
+func (v *FS) forgetTree(p string) {
+	v.mu.Lock()
+	for k := range v.attrs {
+		if k == p || strings.HasPrefix(k, p+"/") {
+			delete(v.attrs, k)
+		}
+	}
+	for k := range v.dirs {
+		if k == p || strings.HasPrefix(k, p+"/") {
+			delete(v.dirs, k)
+		}
+	}
+	delete(v.dirs, path.Dir(p))
+	v.mu.Unlock()
+}
+
+func (v *FS) setAttr(p string, a wire.Attr) {
+	v.mu.Lock()
+	v.attrs[p] = attrEntry{a: a, at: time.Now()}
+	v.mu.Unlock()
+}
+
+// GetAttr returns the attributes of p (not following a final symlink),
+// from the attribute cache while it is fresh under p's consistency mode.
+func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
+	pol := v.opts.policy(p)
+	v.mu.Lock()
+	e, ok := v.attrs[p]
+	v.mu.Unlock()
+	if ok && pol.fresh(e.at, time.Now()) {
+		if e.neg {
+			return wire.Attr{}, syscall.ENOENT
+		}
+		return e.a, nil
+	}
+	a, err := v.c.Stat(ctx, p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && pol.Mode != Strict {
+			v.mu.Lock()
+			v.attrs[p] = attrEntry{at: time.Now(), neg: true}
+			v.mu.Unlock()
+		}
+		return wire.Attr{}, err
+	}
+	v.setAttr(p, a)
+	return a, nil
+}
+
+// ReadDir lists p with attributes, from the listing cache while fresh.
+func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
+	pol := v.opts.policy(p)
+	v.mu.Lock()
+	d, ok := v.dirs[p]
+	v.mu.Unlock()
+	if ok && pol.fresh(d.at, time.Now()) {
+		return d.entries, nil
+	}
+	entries, err := v.c.ReadDir(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	v.mu.Lock()
+	v.dirs[p] = dirEntry{entries: entries, at: now}
+	for _, e := range entries {
+		if e.Attr.Ino != 0 {
+			v.attrs[path.Join(p, e.Name)] = attrEntry{a: e.Attr, at: now}
+		}
+	}
+	v.mu.Unlock()
+	return entries, nil
+}
+
+// Mkdir creates a directory.
+func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error) {
+	a, err := v.c.Mkdir(ctx, p, mode)
+	v.forget(p)
+	if err == nil {
+		v.setAttr(p, a)
+	}
+	return a, err
+}
+
+// Unlink removes a file.
+func (v *FS) Unlink(ctx context.Context, p string) error {
+	v.waitOpens(ctx, p)
+	err := v.c.Remove(ctx, p)
+	v.forget(p)
+	return err
+}
+
+// Rmdir removes an empty directory.
+func (v *FS) Rmdir(ctx context.Context, p string) error {
+	err := v.c.Rmdir(ctx, p)
+	v.forgetTree(p)
+	return err
+}
+
+// Rename moves oldp to newp.
+func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) error {
+	v.waitOpens(ctx, oldp)
+	v.waitOpens(ctx, newp)
+	err := v.c.Rename(ctx, oldp, newp, noReplace)
+	v.forgetTree(oldp)
+	v.forgetTree(newp)
+	return err
+}
+
+// Symlink creates p pointing at target.
+func (v *FS) Symlink(ctx context.Context, target, p string) (wire.Attr, error) {
+	a, err := v.c.Symlink(ctx, target, p)
+	v.forget(p)
+	if err == nil {
+		v.setAttr(p, a)
+	}
+	return a, err
+}
+
+// Readlink reads a symlink.
+func (v *FS) Readlink(ctx context.Context, p string) (string, error) { return v.c.Readlink(ctx, p) }
+
+// Link makes newp a hard link to oldp.
+func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
+	a, err := v.c.Link(ctx, oldp, newp)
+	v.forget(newp)
+	v.forget(oldp)
+	if err == nil {
+		v.setAttr(newp, a)
+	}
+	return a, err
+}
+
+// SetAttr changes mode, times or size of p. A size change is applied to
+// the share at once and to the cached data.
+func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Attr, error) {
+	a, err := v.c.SetAttr(ctx, p, r)
+	v.forget(p)
+	if err != nil {
+		return a, err
+	}
+	v.setAttr(p, a)
+	if r.Valid&wire.SetSize != 0 {
+		if key, kerr := v.Key(ctx, p, a); kerr == nil {
+			if err := v.cache.Truncate(key, r.Size); err != nil {
+				return a, err
+			}
+			v.cache.SetVersion(key, a.Version, a.Size)
+		}
+	}
+	return a, nil
+}
+
+// StatFS describes the file system behind p.
+func (v *FS) StatFS(ctx context.Context, p string) (wire.StatFSResp, error) {
+	return v.c.StatFS(ctx, p)
+}

@@ -1,0 +1,450 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/wire"
+)
+
+// Handle is an open file. Reads are served from the block cache (filled
+// from the share on a miss, with read-ahead for sequential readers);
+// writes go to the cache (close mode) or to the share (through mode).
+type Handle struct {
+	v     *FS
+	path  string
+	key   string
+	flags uint32
+	// KeepCache tells the edge that the kernel's page cache of this file
+	// is still valid (the file did not change since it was last open).
+	KeepCache bool
+
+	mu      sync.Mutex
+	remote  *client.File // opened on first need
+	reader  *client.File // a second, read-only handle when remote cannot read
+	rflags  uint32
+	dirty   bool
+	lastEnd int64 // end of the last read, to detect sequential access
+	ahead   int64 // first block not yet asked for by read-ahead
+	raSem   chan struct{}
+	opening chan struct{} // closed when the share handle opened at Open is ready
+	attr    wire.Attr     // the file's attributes when it was opened
+	closed  bool
+	err     error // a failed write-back, reported at flush
+}
+
+// Open flags, from open(2).
+const (
+	accMode = syscall.O_ACCMODE
+)
+
+func wantsWrite(flags uint32) bool { return flags&accMode != syscall.O_RDONLY }
+
+// Open opens p: it revalidates the file's attributes as its consistency
+// mode requires and drops cached data of an older version.
+func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) {
+	a, err := v.GetAttr(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	switch a.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		if wantsWrite(flags) {
+			return nil, syscall.EISDIR
+		}
+	case syscall.S_IFLNK:
+		// The kernel follows links itself; a name that has become a link
+		// since it looked is not opened through.
+		return nil, syscall.ELOOP
+	}
+	h, err := v.newHandle(ctx, p, a, flags)
+	if err != nil {
+		return nil, err
+	}
+	if flags&syscall.O_TRUNC != 0 && wantsWrite(flags) {
+		if _, err := v.SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: 0}); err != nil {
+			h.Release(ctx)
+			return nil, err
+		}
+		h.KeepCache = false
+	}
+	h.openRemote()
+	return h, nil
+}
+
+func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32) (*Handle, error) {
+	key, err := v.Key(ctx, p, a)
+	if err != nil {
+		return nil, err
+	}
+	kept := v.cache.Validate(key, a.Version, a.Size, p)
+	v.mu.Lock()
+	seen, ok := v.opened[key]
+	v.opened[key] = a.Version
+	v.mu.Unlock()
+	v.cache.Pin(key)
+	return &Handle{v: v, path: p, key: key, flags: flags, attr: a, KeepCache: kept && ok && seen == a.Version,
+		raSem: make(chan struct{}, v.opts.ReadAhead)}, nil
+}
+
+// openRemote opens the share's handle in the background, so that open(2)
+// costs no round trip while the file stays usable after it is unlinked or
+// renamed over (unlinks through this agent wait for it, see waitOpens).
+func (h *Handle) openRemote() {
+	h.opening = make(chan struct{})
+	h.v.mu.Lock()
+	h.v.openingAdd(h)
+	h.v.mu.Unlock()
+	go func() {
+		defer func() {
+			h.v.mu.Lock()
+			h.v.openingDel(h)
+			h.v.mu.Unlock()
+			close(h.opening)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = h.remoteFile(ctx, wantsWrite(h.flags) && h.v.opts.Write == WriteThrough)
+	}()
+}
+
+// waitOpen waits until the background open (if any) is done.
+func (h *Handle) waitOpen(ctx context.Context) {
+	if h.opening == nil {
+		return
+	}
+	select {
+	case <-h.opening:
+	case <-ctx.Done():
+	}
+}
+
+// Create creates (or with O_EXCL exclusively creates) p and opens it.
+func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle, wire.Attr, error) {
+	wf := wire.OpenWrite
+	if flags&accMode == syscall.O_RDWR {
+		wf |= wire.OpenRead
+	}
+	if flags&syscall.O_EXCL != 0 {
+		wf |= wire.OpenExcl
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		wf |= wire.OpenTrunc
+	}
+	f, err := v.c.Create(ctx, p, wf, mode&0o7777)
+	v.forget(p)
+	if err != nil {
+		return nil, wire.Attr{}, err
+	}
+	a := f.Attr()
+	v.setAttr(p, a)
+	h, err := v.newHandle(ctx, p, a, flags)
+	if err != nil {
+		f.Close(ctx)
+		return nil, a, err
+	}
+	if a.Size == 0 {
+		_ = v.cache.Truncate(h.key, 0)
+	}
+	h.remote, h.rflags = f, wf
+	return h, a, nil
+}
+
+// Path is the global path the handle was opened with.
+func (h *Handle) Path() string { return h.path }
+
+// remoteFile returns a share handle that can write (write set) or read,
+// opening or reopening it as needed.
+func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.remoteFileLocked(ctx, write)
+}
+
+func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File, error) {
+	if write && h.remote != nil && h.rflags&wire.OpenWrite != 0 {
+		return h.remote, nil
+	}
+	if !write {
+		if h.remote != nil && h.rflags&wire.OpenRead != 0 {
+			return h.remote, nil
+		}
+		if h.reader != nil {
+			return h.reader, nil
+		}
+	}
+	if !write && h.remote != nil {
+		// A write-only handle: read through a second one.
+		f, err := h.v.c.Open(ctx, h.path, wire.OpenRead)
+		if err != nil {
+			return nil, err
+		}
+		h.reader = f
+		return f, nil
+	}
+	flags := wire.OpenRead
+	if write || wantsWrite(h.flags) {
+		flags = wire.OpenRead | wire.OpenWrite
+	}
+	f, err := h.v.c.Open(ctx, h.path, flags)
+	if err != nil && flags&wire.OpenWrite != 0 {
+		// Write without read permission on the file itself.
+		flags = wire.OpenWrite
+		f, err = h.v.c.Open(ctx, h.path, flags)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if h.remote != nil {
+		old := h.remote
+		go old.Close(context.Background())
+	}
+	h.remote, h.rflags = f, flags
+	return f, nil
+}
+
+// fetch reads remote bytes for the cache.
+func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
+	h.waitOpen(ctx)
+	f, err := h.remoteFile(ctx, false)
+	if err != nil {
+		return 0, err
+	}
+	return f.ReadAt(ctx, p, off)
+}
+
+// Read reads at off.
+func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	n, err := h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	h.readAhead(off, int64(n))
+	return n, err
+}
+
+// readAhead keeps ReadAhead blocks in flight beyond a sequential reader.
+func (h *Handle) readAhead(off, n int64) {
+	bs := h.v.cache.BlockSize()
+	h.mu.Lock()
+	seq := off == h.lastEnd || off == 0
+	h.lastEnd = off + n
+	if !seq || n == 0 {
+		h.ahead = 0
+		h.mu.Unlock()
+		return
+	}
+	next := max(h.ahead, (off+n)/bs+1)
+	limit := (off+n)/bs + int64(h.v.opts.ReadAhead)
+	var todo []int64
+	for idx := next; idx <= limit; idx++ {
+		select {
+		case h.raSem <- struct{}{}:
+			todo = append(todo, idx)
+			h.ahead = idx + 1
+		default:
+			idx = limit
+		}
+	}
+	h.mu.Unlock()
+	for _, idx := range todo {
+		go func() {
+			defer func() { <-h.raSem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_ = h.v.cache.Prefetch(ctx, h.key, idx, h.fetch)
+		}()
+	}
+}
+
+// Write writes p at off.
+func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.v.opts.Write == WriteThrough {
+		h.waitOpen(ctx)
+		f, err := h.remoteFile(ctx, true)
+		if err != nil {
+			return 0, err
+		}
+		n, err := f.WriteAt(ctx, p, off)
+		if err != nil {
+			return n, err
+		}
+		if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
+			return n, err
+		}
+		a := f.Attr()
+		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, a.Version, a.Size)
+		h.v.setAttr(h.path, a)
+		return n, nil
+	}
+	if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
+		return 0, err
+	}
+	h.mu.Lock()
+	h.dirty = true
+	h.mu.Unlock()
+	h.v.mu.Lock()
+	delete(h.v.attrs, h.path)
+	h.v.mu.Unlock()
+	return len(p), nil
+}
+
+// Flush sends dirty data to the share (close mode); it is called on every
+// close of a descriptor, and its error is close's.
+func (h *Handle) Flush(ctx context.Context) error {
+	h.mu.Lock()
+	dirty := h.dirty
+	h.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	if err := h.v.writeBack(ctx, h.key, h.path, h); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.dirty = false
+	h.mu.Unlock()
+	return nil
+}
+
+// writeBack uploads the dirty ranges of key to the share.
+func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
+	h.waitOpen(ctx)
+	ranges := v.cache.Dirty(key)
+	if len(ranges) == 0 {
+		return nil
+	}
+	f, err := h.remoteFile(ctx, true)
+	if err != nil {
+		return fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	_, size, _ := v.cache.Version(key)
+	buf := make([]byte, 0, 4<<20)
+	for _, r := range ranges {
+		for off := r.Off; off < r.End(); {
+			n := min(int64(cap(buf)), r.End()-off)
+			b := buf[:n]
+			got, err := v.cache.ReadAt(ctx, key, b, off, h.fetch)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("reading %s from the cache: %w", p, err)
+			}
+			if _, err := f.WriteAt(ctx, b[:got], off); err != nil {
+				return fmt.Errorf("writing %s back to its share: %w", p, err)
+			}
+			off += n
+		}
+	}
+	a, err := f.Stat(ctx)
+	if err != nil {
+		return fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	if a.Size < size {
+		// A file extended by a truncate that only the cache saw.
+		if err := f.Truncate(ctx, size); err != nil {
+			return err
+		}
+		if a, err = f.Stat(ctx); err != nil {
+			return err
+		}
+	}
+	v.cache.MarkClean(key, ranges, a.Version, a.Size)
+	v.setAttr(p, a)
+	v.mu.Lock()
+	v.opened[key] = a.Version
+	v.mu.Unlock()
+	return nil
+}
+
+// Getattr returns the open file's attributes: local size while it holds
+// unsent data, otherwise the share's (also after the file was unlinked).
+func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
+	h.waitOpen(ctx)
+	h.mu.Lock()
+	remote, dirty := h.remote, h.dirty
+	h.mu.Unlock()
+	var a wire.Attr
+	var err error
+	if remote != nil {
+		a, err = remote.Stat(ctx)
+	} else {
+		// No share handle (it could not be opened): the path may now name
+		// another file, so only trust it if it is still the same inode.
+		a, err = h.v.GetAttr(ctx, h.path)
+		if err != nil || a.Ino != h.attr.Ino {
+			a, err = h.attr, nil
+		}
+	}
+	if err != nil {
+		return a, err
+	}
+	if dirty {
+		_, size, _ := h.v.cache.Version(h.key)
+		a.Size = size
+		now := time.Now().UnixNano()
+		a.Mtime, a.Ctime = now, now
+	}
+	return a, nil
+}
+
+// Truncate changes the open file's size.
+func (h *Handle) Truncate(ctx context.Context, size int64) (wire.Attr, error) {
+	a, err := h.v.SetAttr(ctx, h.path, wire.SetAttrReq{Valid: wire.SetSize, Size: size})
+	if err != nil {
+		// The path may be gone (unlinked while open): truncate by handle.
+		f, ferr := h.remoteFile(ctx, true)
+		if ferr != nil {
+			return a, err
+		}
+		if err := f.Truncate(ctx, size); err != nil {
+			return a, err
+		}
+		if err := h.v.cache.Truncate(h.key, size); err != nil {
+			return a, err
+		}
+		return f.Stat(ctx)
+	}
+	return a, nil
+}
+
+// Fsync sends dirty data and asks the share to make it durable.
+func (h *Handle) Fsync(ctx context.Context) error {
+	if err := h.Flush(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	remote := h.remote
+	h.mu.Unlock()
+	if remote != nil && remote.Attr().Ino != 0 {
+		return remote.Sync(ctx)
+	}
+	return nil
+}
+
+// Release closes the handle: unsent data is sent first.
+func (h *Handle) Release(ctx context.Context) error {
+	h.waitOpen(ctx)
+	err := h.Flush(ctx)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return err
+	}
+	h.closed = true
+	remote, reader := h.remote, h.reader
+	h.remote, h.reader = nil, nil
+	h.mu.Unlock()
+	for _, f := range []*client.File{remote, reader} {
+		if f != nil {
+			f.Close(ctx)
+		}
+	}
+	h.v.cache.Unpin(h.key)
+	return err
+}

@@ -1,0 +1,149 @@
+package vfs
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Mode is a consistency mode.
+type Mode int
+
+// Consistency modes.
+const (
+	Window Mode = iota
+	Strict
+	Immutable
+)
+
+// Consistency is a mode and its period.
+type Consistency struct {
+	Mode   Mode
+	Period time.Duration // for Window
+}
+
+// DefaultConsistency is window=3s.
+var DefaultConsistency = Consistency{Mode: Window, Period: 3 * time.Second}
+
+func (c Consistency) String() string {
+	switch c.Mode {
+	case Strict:
+		return "strict"
+	case Immutable:
+		return "immutable"
+	}
+	return "window=" + c.Period.String()
+}
+
+// ParseConsistency parses "strict", "immutable" or "window=D".
+func ParseConsistency(s string) (Consistency, error) {
+	switch {
+	case s == "strict":
+		return Consistency{Mode: Strict}, nil
+	case s == "immutable":
+		return Consistency{Mode: Immutable}, nil
+	case strings.HasPrefix(s, "window="):
+		d, err := time.ParseDuration(strings.TrimPrefix(s, "window="))
+		if err != nil || d < 0 {
+			return Consistency{}, fmt.Errorf("consistency %q: the window must be a duration such as 3s", s)
+		}
+		return Consistency{Mode: Window, Period: d}, nil
+	case strings.HasPrefix(s, "poll=") || s == "callback":
+		return Consistency{}, fmt.Errorf("consistency %q is not available yet; use strict, window=D or immutable", s)
+	}
+	return Consistency{}, fmt.Errorf("unknown consistency %q; use strict, window=D (e.g. window=3s) or immutable", s)
+}
+
+// WriteMode says when written data reaches the share.
+type WriteMode int
+
+// Write modes.
+const (
+	WriteClose   WriteMode = iota // on the last close
+	WriteThrough                  // before each write returns
+)
+
+func (w WriteMode) String() string {
+	if w == WriteThrough {
+		return "through"
+	}
+	return "close"
+}
+
+// ParseWriteMode parses "close" or "through".
+func ParseWriteMode(s string) (WriteMode, error) {
+	switch s {
+	case "close":
+		return WriteClose, nil
+	case "through":
+		return WriteThrough, nil
+	case "back":
+		return 0, fmt.Errorf("write mode back needs the callback consistency mode, which is not available yet; use close or through")
+	}
+	return 0, fmt.Errorf("unknown write mode %q; use close or through", s)
+}
+
+// Policy applies a consistency mode to a path prefix.
+type Policy struct {
+	Prefix      string
+	Consistency Consistency
+}
+
+// ParsePolicy parses "PREFIX=MODE", e.g. "/uva/releases=immutable".
+func ParsePolicy(s string) (Policy, error) {
+	prefix, mode, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(prefix, "/") {
+		return Policy{}, fmt.Errorf("policy %q must look like /domain/prefix=MODE", s)
+	}
+	c, err := ParseConsistency(mode)
+	if err != nil {
+		return Policy{}, err
+	}
+	return Policy{Prefix: strings.TrimSuffix(prefix, "/"), Consistency: c}, nil
+}
+
+// Options configure a file system.
+type Options struct {
+	Consistency Consistency
+	Policies    []Policy
+	Write       WriteMode
+	// ReadAhead is how many blocks to keep in flight ahead of a sequential
+	// reader (default 16: 16 MiB, the bandwidth-delay product of 1 Gbit/s
+	// at 128 ms).
+	ReadAhead int
+}
+
+// policy returns the consistency for a global path: the longest matching
+// policy prefix, else the default.
+func (o *Options) policy(p string) Consistency {
+	best := -1
+	c := o.Consistency
+	for _, pol := range o.Policies {
+		if (p == pol.Prefix || strings.HasPrefix(p, pol.Prefix+"/")) && len(pol.Prefix) > best {
+			best, c = len(pol.Prefix), pol.Consistency
+		}
+	}
+	return c
+}
+
+// fresh reports whether something fetched at t is still good under c.
+func (c Consistency) fresh(t, now time.Time) bool {
+	switch c.Mode {
+	case Immutable:
+		return !t.IsZero()
+	case Strict:
+		return false
+	}
+	return !t.IsZero() && now.Sub(t) < c.Period
+}
+
+// KernelTimeout is how long the kernel may cache entries and attributes.
+func (c Consistency) KernelTimeout() time.Duration {
+	switch c.Mode {
+	case Immutable:
+		return time.Hour
+	case Strict:
+		return 0
+	}
+	return c.Period
+}
