@@ -107,6 +107,7 @@ func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
 	}
 	buf := make([]byte, info.Len)
 	_, rerr := f.ReadAt(buf, idx*c.opts.BlockSize)
+	c.doneFile(e)
 	e.rec.Use = now
 	e.touchBlock(idx, now)
 	e.mu.Unlock()
@@ -151,7 +152,9 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 		c.mu.Unlock()
 		return err
 	}
-	if _, err := f.WriteAt(data, idx*c.opts.BlockSize); err != nil {
+	_, err = f.WriteAt(data, idx*c.opts.BlockSize)
+	c.doneFile(e)
+	if err != nil {
 		e.mu.Unlock()
 		c.mu.Unlock()
 		return fmt.Errorf("writing the cache: %w", err)
@@ -267,10 +270,16 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64, fet
 			}
 		}
 		in := pos - idx*bs
-		if in >= int64(len(b)) {
-			break // the remote file is shorter than we were told
+		// Bytes the block does not hold, up to the file's size, are a
+		// hole: the file grew (by a truncate or a write further on) after
+		// the block was cached.
+		end := min(idx*bs+c.blockLen(idx, size), off+want) - idx*bs
+		k := int64(0)
+		if in < int64(len(b)) {
+			k = int64(copy(p[n:n+end-in], b[in:min(int64(len(b)), end)]))
 		}
-		n += int64(copy(p[n:want], b[in:]))
+		clear(p[n+k : n+end-in])
+		n += end - in
 	}
 	if hit {
 		c.stats.hits.Add(1)
@@ -355,6 +364,7 @@ func (c *Cache) Truncate(key string, size int64) error {
 	if f, err := c.file(e); err == nil {
 		_ = f.Truncate(size)
 	}
+	c.doneFile(e)
 	e.mu.Unlock()
 	c.touch(key)
 	c.mu.Unlock()
@@ -478,6 +488,7 @@ func (c *Cache) evict() {
 				if f, err := c.file(cd.e); err == nil {
 					punchHole(f, cd.idx*c.opts.BlockSize, c.opts.BlockSize)
 				}
+				c.doneFile(cd.e)
 				c.stats.evictions.Add(1)
 				c.touch(cd.e.key)
 			}

@@ -292,6 +292,15 @@ func (c *Cache) file(e *entry) (*os.File, error) {
 	return f, nil
 }
 
+// doneFile closes the data file of an entry nobody has open (e.mu held):
+// a cache of many files must not hold a descriptor for each.
+func (c *Cache) doneFile(e *entry) {
+	if e.pins == 0 && e.f != nil {
+		e.f.Close()
+		e.f = nil
+	}
+}
+
 // Validate records the remote version and size of key. If the version
 // differs from the cached one, clean blocks are dropped; dirty ranges are
 // kept (the caller decides what a conflict means). It reports whether
@@ -360,8 +369,11 @@ func (c *Cache) dropBlocksLocked(e *entry, from int64) {
 			c.mem.remove(blockID{e.key, idx})
 		}
 	}
-	if f, err := c.file(e); err == nil && from == 0 && len(e.rec.Blocks) == 0 {
-		_ = f.Truncate(0)
+	if from == 0 && len(e.rec.Blocks) == 0 {
+		if f, err := c.file(e); err == nil {
+			_ = f.Truncate(0)
+		}
+		c.doneFile(e)
 	}
 }
 
@@ -372,11 +384,20 @@ func (c *Cache) Pin(key string) {
 	c.mu.Unlock()
 }
 
-// Unpin undoes Pin.
+// Unpin undoes Pin. The data file of a file nobody has open is closed,
+// so that a cache of many files does not hold as many descriptors.
 func (c *Cache) Unpin(key string) {
 	c.mu.Lock()
 	if e := c.entries[key]; e != nil && e.pins > 0 {
 		e.pins--
+		if e.pins == 0 {
+			e.mu.Lock()
+			if e.f != nil {
+				e.f.Close()
+				e.f = nil
+			}
+			e.mu.Unlock()
+		}
 	}
 	c.mu.Unlock()
 	c.evict()
