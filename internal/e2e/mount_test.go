@@ -158,3 +158,5 @@ var posixUnsupported = map[string]string{
 	"XAttrLarge":          "extended attributes are not carried by the protocol yet (ENOTSUP)",
 	"FcntlFlockLocksFile": "byte-range locks are the kernel's, per process on one host; grid-wide locks come with the callback mode",
 }
+
+type syscallStat = syscall.Stat_t

@@ -1,0 +1,166 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// remote is the far side of a cache in these tests: a byte slice and a
+// count of fetches.
+type remote struct {
+	data    []byte
+	fetches atomic.Int64
+	gate    chan struct{} // if set, fetches wait for it
+}
+
+func (r *remote) fetch(ctx context.Context, p []byte, off int64) (int, error) {
+	r.fetches.Add(1)
+	if r.gate != nil {
+		<-r.gate
+	}
+	if off >= int64(len(r.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func open(t *testing.T, dir string, opts Options) *Cache {
+	t.Helper()
+	opts.Dir = dir
+	c, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestCorruptBlockIsRefetchedNeverServed(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, Options{BlockSize: 4096, MemoryBytes: -1})
+	r := &remote{data: make([]byte, 3*4096+100)}
+	rand.Read(r.data)
+	c.Validate("f", 1, int64(len(r.data)), "/d/f")
+	got := make([]byte, len(r.data))
+	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	// Flip bytes of block 1 on disk.
+	f, err := os.OpenFile(c.dataPath("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("garbage"), 4096+10)
+	f.Close()
+	before := r.fetches.Load()
+	clear(got)
+	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, r.data) {
+		t.Fatal("a corrupted block was served")
+	}
+	if st := c.Stats(); st.BadBlocks != 1 || r.fetches.Load() != before+1 {
+		t.Fatalf("bad blocks %d, refetches %d; want 1 and 1", st.BadBlocks, r.fetches.Load()-before)
+	}
+}
+
+func TestConcurrentReadersFetchOnce(t *testing.T) {
+	c := open(t, t.TempDir(), Options{BlockSize: 1 << 16})
+	r := &remote{data: make([]byte, 1<<16), gate: make(chan struct{})}
+	rand.Read(r.data)
+	c.Validate("f", 1, int64(len(r.data)), "")
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := make([]byte, 1000)
+			if _, err := c.ReadAt(context.Background(), "f", b, 5000, r.fetch); err != nil {
+				t.Error(err)
+			}
+			if !bytes.Equal(b, r.data[5000:6000]) {
+				t.Error("wrong data")
+			}
+		}()
+	}
+	for r.fetches.Load() == 0 {
+		// wait until the first reader is inside the fetcher
+	}
+	close(r.gate)
+	wg.Wait()
+	if n := r.fetches.Load(); n != 1 {
+		t.Fatalf("16 concurrent readers of a cold block caused %d fetches", n)
+	}
+}
+
+func TestPersistsAcrossRestartIncludingDirtyData(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(Options{Dir: dir, BlockSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &remote{data: bytes.Repeat([]byte("x"), 10000)}
+	ctx := context.Background()
+	c.Validate("f", 7, int64(len(r.data)), "/d/f")
+	buf := make([]byte, 10000)
+	c.ReadAt(ctx, "f", buf, 0, r.fetch)
+	if err := c.WriteAt(ctx, "f", []byte("dirty"), 9998, r.fetch); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := open(t, dir, Options{BlockSize: 4096})
+	if v, size, ok := c2.Version("f"); !ok || v != 7 || size != 10003 {
+		t.Fatalf("after reopen: version %d size %d ok %v", v, size, ok)
+	}
+	if d := c2.Dirty("f"); len(d) != 1 || d[0] != (Range{9998, 5}) {
+		t.Fatalf("dirty ranges after reopen: %v", d)
+	}
+	before := r.fetches.Load()
+	got := make([]byte, 10003)
+	n, _ := c2.ReadAt(ctx, "f", got, 0, r.fetch)
+	if n != 10003 || string(got[9998:]) != "dirty" || r.fetches.Load() != before {
+		t.Fatalf("after reopen: read %d bytes, %d fetches, tail %q", n, r.fetches.Load()-before, got[9998:])
+	}
+	// A new remote version drops clean data but keeps dirty ranges.
+	c2.Validate("f", 8, 10000, "")
+	if d := c2.Dirty("f"); len(d) != 1 {
+		t.Fatalf("a version change dropped unsent data: %v", d)
+	}
+}
+
+func TestEvictionBound(t *testing.T) {
+	c := open(t, t.TempDir(), Options{BlockSize: 4096, DiskBytes: 5 * 4096, MemoryBytes: 4096})
+	ctx := context.Background()
+	for i := range 4 {
+		key := string(rune('a' + i))
+		r := &remote{data: make([]byte, 3*4096)}
+		rand.Read(r.data)
+		c.Validate(key, 1, int64(len(r.data)), "")
+		got := make([]byte, len(r.data))
+		if _, err := c.ReadAt(ctx, key, got, 0, r.fetch); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, r.data) {
+			t.Fatalf("file %s: wrong data", key)
+		}
+		if st := c.Stats(); st.DiskBytes > 5*4096 {
+			t.Fatalf("disk use %d over the bound", st.DiskBytes)
+		}
+	}
+	if c.Stats().Evictions == 0 {
+		t.Fatal("no evictions")
+	}
+}

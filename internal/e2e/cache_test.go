@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func cacheStat(t *testing.T, a *agentProc, field string) float64 {
+	t.Helper()
+	return a.stats(t)["cache"].(map[string]any)[field].(float64)
+}
+
+// TestRestartServesCacheAndRevalidates: after the agent restarts, cached
+// blocks are served without fetching again; a file changed at the share
+// while the agent was down, or after, is never served stale beyond the
+// consistency window.
+func TestRestartServesCacheAndRevalidates(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	same := make([]byte, 5<<20+123)
+	rand.Read(same)
+	os.WriteFile(filepath.Join(root, "same"), same, 0o644)
+	os.WriteFile(filepath.Join(root, "changes"), []byte("version 1"), 0o644)
+
+	base := t.TempDir()
+	cache := filepath.Join(base, "cache")
+	mnt := filepath.Join(base, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	const window = time.Second
+	mountAt := func() *proc {
+		p, _ := start(t, `pando mounted at`, nil, "--config", d.admin, "mount", "--cache-dir", cache, "--consistency", "window=1s", mnt)
+		return p
+	}
+	a := &agentProc{proc: mountAt(), dir: mnt, cacheDir: cache}
+	dir := filepath.Join(mnt, "uva", "alpha")
+	if got, _ := os.ReadFile(filepath.Join(dir, "same")); !bytes.Equal(got, same) {
+		t.Fatal("first read differs")
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "changes")); string(got) != "version 1" {
+		t.Fatalf("first read of changes: %q", got)
+	}
+	fetched := cacheStat(t, a, "BytesFetched")
+	if fetched < float64(len(same)) {
+		t.Fatalf("the first read fetched %v bytes", fetched)
+	}
+	a.unmount(t)
+
+	// While the agent is down, one file changes at the share.
+	os.WriteFile(filepath.Join(root, "changes"), []byte("version 2, longer"), 0o644)
+
+	b := &agentProc{proc: mountAt(), dir: mnt, cacheDir: cache}
+	t.Cleanup(func() { b.unmount(t) })
+	if got, _ := os.ReadFile(filepath.Join(dir, "same")); !bytes.Equal(got, same) {
+		t.Fatal("read after restart differs")
+	}
+	if n := cacheStat(t, b, "BytesFetched"); n != 0 {
+		t.Errorf("after a restart, the unchanged cached file was fetched again (%v bytes)", n)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "changes")); string(got) != "version 2, longer" {
+		t.Errorf("a file changed while the agent was down is served stale: %q", got)
+	}
+
+	// A change made at the share while the agent runs shows within the window.
+	os.WriteFile(filepath.Join(root, "changes"), []byte("version 3"), 0o644)
+	time.Sleep(window + 200*time.Millisecond)
+	if got, _ := os.ReadFile(filepath.Join(dir, "changes")); string(got) != "version 3" {
+		t.Errorf("stale beyond the window: %q", got)
+	}
+}
+
+// TestEvictionStaysWithinBound: a cache smaller than the working set stays
+// within its bound and returns correct data.
+func TestEvictionStaysWithinBound(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	const files, size = 6, 3 << 20
+	want := make([][]byte, files)
+	for i := range want {
+		want[i] = make([]byte, size)
+		rand.Read(want[i])
+		os.WriteFile(filepath.Join(root, fmt.Sprint("f", i)), want[i], 0o644)
+	}
+	const bound = 4 << 20
+	a := mountAgent(t, d.admin, "--cache-size", "4MiB", "--memory", "1MiB", "--block-size", "256KiB")
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	a.settle(t, dir)
+	for round := 0; round < 3; round++ {
+		for i := range files {
+			j := (i*5 + round) % files
+			got, err := os.ReadFile(filepath.Join(dir, fmt.Sprint("f", j)))
+			if err != nil || !bytes.Equal(got, want[j]) {
+				t.Fatalf("round %d file %d: %d bytes, %v", round, j, len(got), err)
+			}
+			if used := cacheStat(t, a, "DiskBytes"); used > bound {
+				t.Fatalf("the cache holds %v bytes, over its bound of %d", used, bound)
+			}
+		}
+	}
+	if ev := cacheStat(t, a, "Evictions"); ev == 0 {
+		t.Error("nothing was evicted from a cache smaller than the working set")
+	}
+	// On disk, too: evicted blocks give their space back.
+	var blocks int64
+	filepath.Walk(filepath.Join(a.cacheDir, "data"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			blocks += fi.Sys().(*syscallStat).Blocks * 512
+		}
+		return nil
+	})
+	if blocks > bound+(1<<20) {
+		t.Errorf("cache data files use %d bytes of disk, over the bound of %d", blocks, bound)
+	}
+}
