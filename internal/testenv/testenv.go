@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,13 +44,28 @@ func New(tb testing.TB, name string) *Domain {
 }
 
 // AddShare exports a new directory as share name, mounted at /<domain>/<name>.
-func (d *Domain) AddShare(name string) string {
+func (d *Domain) AddShare(name string) string { return d.AddShareAt(name, "127.0.0.1:0", "") }
+
+// Client returns a client for cfg, closed at the end of the test.
+func (d *Domain) Client(cfg *config.Config) *client.Client {
+	d.tb.Helper()
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	d.tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// AddShareAt is AddShare with the share listening on listen and
+// registering advertise as the address clients dial (a WAN proxy, say).
+func (d *Domain) AddShareAt(name, listen, advertise string) string {
 	d.tb.Helper()
 	root := filepath.Join(d.dir, "export-"+name)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		d.tb.Fatal(err)
 	}
-	s, err := share.Start(context.Background(), share.RunConfig{Name: name, Root: root, Listen: "127.0.0.1:0",
+	s, err := share.Start(context.Background(), share.RunConfig{Name: name, Root: root, Listen: listen, Advertise: advertise,
 		StateDir: filepath.Join(d.dir, "shares"), Credentials: d.Admin})
 	if err != nil {
 		d.tb.Fatal(err)
@@ -63,13 +79,13 @@ func (d *Domain) AddShare(name string) string {
 	return root
 }
 
-// Client returns a client for cfg, closed at the end of the test.
-func (d *Domain) Client(cfg *config.Config) *client.Client {
-	d.tb.Helper()
-	c, err := client.New(cfg, client.Options{})
+// FreePort returns a 127.0.0.1 address with a port that was free a moment ago.
+func FreePort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		d.tb.Fatal(err)
+		tb.Fatal(err)
 	}
-	d.tb.Cleanup(func() { c.Close() })
-	return c
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -1,0 +1,226 @@
+package mount_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"pando.dev/pando/internal/agent"
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wan"
+	"pando.dev/pando/internal/wire"
+)
+
+// makeFile writes size bytes that do not repeat.
+func makeFile(tb testing.TB, path string, size int64) {
+	tb.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4<<20)
+	for i := range buf {
+		buf[i] = byte(i*7 + i>>9)
+	}
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		buf[0], buf[1] = byte(off>>20), byte(off>>28)
+		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// startAgent mounts the domain's namespace in-process.
+func startAgent(tb testing.TB, d *testenv.Domain, opts vfs.Options, co cache.Options) *agent.Agent {
+	tb.Helper()
+	dir := tb.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	if co.Dir == "" {
+		co.Dir = filepath.Join(dir, "cache")
+	}
+	a, err := agent.Start(agent.Config{Client: d.Admin, MountPoint: mnt, Cache: co, VFS: opts})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { a.Close() })
+	return a
+}
+
+// loopback mounts go-fuse's loopback file system over dir: the reference
+// the issue names (on this kernel it reads through FUSE passthrough).
+func loopback(tb testing.TB, dir string) string {
+	tb.Helper()
+	mnt := tb.TempDir()
+	root, err := fs.NewLoopbackRoot(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := fs.Mount(mnt, root, &fs.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Unmount() })
+	return mnt
+}
+
+func readAll(tb testing.TB, p string) int64 {
+	tb.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	n, err := io.CopyBuffer(io.Discard, f, make([]byte, 1<<20))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+const gib = 1 << 30
+
+// BenchmarkWarmRead: a second sequential read of a 1 GiB file through the
+// mount, beside go-fuse's loopback file system reading the same local file.
+func BenchmarkWarmRead(b *testing.B) {
+	d := testenv.New(b, "bench")
+	root := d.AddShare("data")
+	makeFile(b, filepath.Join(root, "big"), gib)
+	b.Run("reference=go-fuse-loopback", func(b *testing.B) {
+		mnt := loopback(b, root)
+		readAll(b, filepath.Join(mnt, "big"))
+		b.SetBytes(gib)
+		for b.Loop() {
+			readAll(b, filepath.Join(mnt, "big"))
+		}
+	})
+	b.Run("pando-warm", func(b *testing.B) {
+		a := startAgent(b, d, vfs.Options{}, cache.Options{DiskBytes: 2 * gib})
+		p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
+		readAll(b, p)
+		b.SetBytes(gib)
+		for b.Loop() {
+			readAll(b, p)
+		}
+	})
+}
+
+// BenchmarkColdRead: a first read through a fresh agent on loopback,
+// beside the foundation's raw share read (the client library) of the
+// same file.
+func BenchmarkColdRead(b *testing.B) {
+	d := testenv.New(b, "bench")
+	root := d.AddShare("data")
+	makeFile(b, filepath.Join(root, "big"), gib)
+	readAll(b, filepath.Join(root, "big")) // the share's page cache is warm for both
+	b.Run("reference=raw-share-read", func(b *testing.B) {
+		c := d.Client(d.Admin)
+		ctx := context.Background()
+		b.SetBytes(gib)
+		for b.Loop() {
+			f, err := c.Open(ctx, "/bench/data/big", wire.OpenRead)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n, err := f.WriteTo(ctx, io.Discard); err != nil || n != gib {
+				b.Fatal(n, err)
+			}
+			f.Close(ctx)
+		}
+	})
+	b.Run("pando-cold", func(b *testing.B) {
+		b.SetBytes(gib)
+		for b.Loop() {
+			b.StopTimer()
+			a := startAgent(b, d, vfs.Options{}, cache.Options{DiskBytes: 2 * gib})
+			p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
+			b.StartTimer()
+			readAll(b, p)
+			b.StopTimer()
+			a.Close()
+			b.StartTimer()
+		}
+	})
+}
+
+// BenchmarkWANColdRead: a cold read of a 256 MiB file through a WAN
+// emulator at 40 ms round trip and 200 Mbit/s, beside a reader that asks
+// for one block at a time. One data stream, so the proxy's per-connection
+// cap is the path's cap.
+func BenchmarkWANColdRead(b *testing.B) {
+	const size = 256 << 20
+	d := testenv.New(b, "bench")
+	shareAddr := testenv.FreePort(b)
+	proxyAddr := testenv.FreePort(b)
+	px, err := wan.Listen(proxyAddr, shareAddr, wan.Config{RTT: 40 * time.Millisecond, Rate: 200e6})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { px.Close() })
+	root := d.AddShareAt("data", shareAddr, proxyAddr)
+	makeFile(b, filepath.Join(root, "big"), size)
+	b.Logf("link: 40 ms RTT, 200 Mbit/s = %.1f MB/s", 200e6/8/1e6)
+	for _, ra := range []int{1, 16} {
+		name := "pando-cold-readahead=" + strconv.Itoa(ra)
+		if ra == 1 {
+			name = "reference=one-block-at-a-time"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				b.StopTimer()
+				a := startAgent(b, d, vfs.Options{ReadAhead: ra}, cache.Options{})
+				p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
+				b.StartTimer()
+				readAll(b, p)
+				b.StopTimer()
+				a.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkStatCached: stat of 10,000 cached files, beside the loopback
+// file system stat-ing the same local files.
+func BenchmarkStatCached(b *testing.B) {
+	const n = 10000
+	d := testenv.New(b, "bench")
+	root := d.AddShare("data")
+	os.MkdirAll(filepath.Join(root, "tree"), 0o755)
+	for i := range n {
+		os.WriteFile(filepath.Join(root, "tree", strconv.Itoa(i)), nil, 0o644)
+	}
+	statAll := func(dir string) {
+		for i := range n {
+			if _, err := os.Stat(filepath.Join(dir, strconv.Itoa(i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("reference=go-fuse-loopback", func(b *testing.B) {
+		mnt := filepath.Join(loopback(b, root), "tree")
+		statAll(mnt)
+		for b.Loop() {
+			statAll(mnt)
+		}
+	})
+	b.Run("pando-cached", func(b *testing.B) {
+		a := startAgent(b, d, vfs.Options{Consistency: vfs.Consistency{Mode: vfs.Window, Period: time.Hour}}, cache.Options{})
+		dir := filepath.Join(a.Mount().Dir(), "bench", "data", "tree")
+		os.ReadDir(dir)
+		statAll(dir)
+		for b.Loop() {
+			statAll(dir)
+		}
+	})
+}
