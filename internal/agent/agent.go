@@ -31,6 +31,8 @@ type Config struct {
 	VFS        vfs.Options
 	Log        *slog.Logger
 	Debug      bool
+	// Streams is the number of data channels per share (default 2).
+	Streams int
 }
 
 // Agent is a running agent.
@@ -68,7 +70,7 @@ func Start(cfg Config) (*Agent, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Cache.Log = cfg.Log
-	cl, err := client.New(cfg.Client, client.Options{})
+	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams})
 	if err != nil {
 		return nil, err
 	}

@@ -79,22 +79,20 @@ func (c *Cache) blockLen(idx, size int64) int64 {
 func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
 	c.mu.Lock()
 	e := c.entries[key]
+	c.mu.Unlock()
 	if e == nil {
-		c.mu.Unlock()
 		return nil, nil
 	}
-	c.clock++
-	now := c.clock
+	now := c.clock.Add(1)
 	if b := c.mem.get(blockID{key, idx}); b != nil {
-		e.mu.Lock()
-		e.rec.Use = now
-		e.touchBlock(idx, now)
-		e.mu.Unlock()
-		c.mu.Unlock()
+		e.hit.Store(now)
+		return b, nil
+	}
+	if b := e.pendingBlock(idx); b != nil {
+		e.hit.Store(now)
 		return b, nil
 	}
 	e.mu.Lock()
-	c.mu.Unlock()
 	info, ok := e.rec.Blocks[idx]
 	if !ok {
 		e.mu.Unlock()
@@ -105,29 +103,28 @@ func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
 		e.mu.Unlock()
 		return nil, err
 	}
+	e.io++
+	e.mu.Unlock()
 	buf := make([]byte, info.Len)
 	_, rerr := f.ReadAt(buf, idx*c.opts.BlockSize)
+	e.mu.Lock()
+	e.io--
 	c.doneFile(e)
 	e.rec.Use = now
 	e.touchBlock(idx, now)
-	e.mu.Unlock()
 	if rerr != nil && !errors.Is(rerr, io.EOF) || crc(buf) != info.CRC {
 		c.stats.bad.Add(1)
 		c.log.Warn("dropping a cached block that failed its checksum", "file", key, "block", idx)
-		c.mu.Lock()
-		e.mu.Lock()
 		if cur, ok := e.rec.Blocks[idx]; ok && cur == info && !e.dirtyBlock(idx, c.opts.BlockSize) {
 			delete(e.rec.Blocks, idx)
-			c.diskUsed -= c.opts.BlockSize
-			c.touch(key)
+			c.diskUsed.Add(-c.opts.BlockSize)
 		}
 		e.mu.Unlock()
-		c.mu.Unlock()
+		c.touch(key)
 		return nil, ErrBadBlock
 	}
-	c.mu.Lock()
+	e.mu.Unlock()
 	c.mem.put(blockID{key, idx}, buf)
-	c.mu.Unlock()
 	return buf, nil
 }
 
@@ -143,24 +140,27 @@ func (e *entry) touchBlock(idx, now int64) {
 func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	c.mu.Lock()
 	e := c.get(key)
-	c.clock++
-	now := c.clock
+	c.mu.Unlock()
+	now := c.clock.Add(1)
 	e.mu.Lock()
+	e.dropPending(idx) // this write supersedes a staged one
 	f, err := c.file(e)
 	if err != nil {
 		e.mu.Unlock()
-		c.mu.Unlock()
 		return err
 	}
+	e.io++
+	e.mu.Unlock()
 	_, err = f.WriteAt(data, idx*c.opts.BlockSize)
+	e.mu.Lock()
+	e.io--
 	c.doneFile(e)
 	if err != nil {
 		e.mu.Unlock()
-		c.mu.Unlock()
 		return fmt.Errorf("writing the cache: %w", err)
 	}
 	if _, had := e.rec.Blocks[idx]; !had {
-		c.diskUsed += c.opts.BlockSize
+		c.diskUsed.Add(c.opts.BlockSize)
 	}
 	e.rec.Blocks[idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
 	e.rec.Use = now
@@ -168,7 +168,6 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	e.mu.Unlock()
 	c.mem.put(blockID{key, idx}, data)
 	c.touch(key)
-	c.mu.Unlock()
 	return nil
 }
 
@@ -206,7 +205,7 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 			buf = buf[:got]
 			c.stats.fetches.Add(1)
 			c.stats.fetched.Add(int64(got))
-			fl.err = c.putBlock(key, idx, buf)
+			c.stage(key, idx, buf)
 		}
 		c.mu.Lock()
 		delete(c.flights, id)
@@ -223,10 +222,13 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 // Present reports whether block idx of key is cached (without reading it).
 func (c *Cache) Present(key string, idx int64) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	e := c.entries[key]
+	c.mu.Unlock()
 	if e == nil {
 		return false
+	}
+	if c.mem.has(blockID{key, idx}) || e.pendingBlock(idx) != nil {
+		return true
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -350,12 +352,13 @@ func (c *Cache) Truncate(key string, size int64) error {
 	}
 	c.mu.Lock()
 	e := c.get(key)
-	e.mu.Lock()
 	first := (size + bs - 1) / bs
+	e.dropAllPending(first)
+	e.mu.Lock()
 	for idx := range e.rec.Blocks {
 		if idx >= first {
 			delete(e.rec.Blocks, idx)
-			c.diskUsed -= bs
+			c.diskUsed.Add(-bs)
 			c.mem.remove(blockID{key, idx})
 		}
 	}
@@ -442,7 +445,7 @@ func subtract(rs []Range, d Range) []Range {
 func (c *Cache) evict() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.diskUsed <= c.opts.DiskBytes {
+	if c.diskUsed.Load() <= c.opts.DiskBytes {
 		return
 	}
 	type cand struct {
@@ -457,9 +460,9 @@ func (c *Cache) evict() {
 			if e.dirtyBlock(idx, c.opts.BlockSize) {
 				continue
 			}
-			u := e.rec.Use
+			u := max(e.rec.Use, e.hit.Load())
 			if bu, ok := e.use[idx]; ok {
-				u = bu
+				u = max(bu, e.hit.Load())
 			}
 			if e.pins > 0 {
 				pinned = append(pinned, cand{e, idx, u})
@@ -477,13 +480,13 @@ func (c *Cache) evict() {
 			}
 		}
 		for _, cd := range list {
-			if c.diskUsed <= c.opts.DiskBytes {
+			if c.diskUsed.Load() <= c.opts.DiskBytes {
 				return
 			}
 			cd.e.mu.Lock()
 			if _, ok := cd.e.rec.Blocks[cd.idx]; ok {
 				delete(cd.e.rec.Blocks, cd.idx)
-				c.diskUsed -= c.opts.BlockSize
+				c.diskUsed.Add(-c.opts.BlockSize)
 				c.mem.remove(blockID{cd.e.key, cd.idx})
 				if f, err := c.file(cd.e); err == nil {
 					punchHole(f, cd.idx*c.opts.BlockSize, c.opts.BlockSize)
@@ -494,5 +497,84 @@ func (c *Cache) evict() {
 			}
 			cd.e.mu.Unlock()
 		}
+	}
+}
+
+// stage makes a fetched block readable at once (memory) and queues it for
+// the disk writer. When the writer is behind, the block stays in memory
+// only: it is a cache, and readers must not wait for the disk.
+func (c *Cache) stage(key string, idx int64, data []byte) {
+	c.mu.Lock()
+	e := c.get(key)
+	c.mu.Unlock()
+	c.mem.put(blockID{key, idx}, data)
+	e.pmu.Lock()
+	if e.pending == nil {
+		e.pending = make(map[int64][]byte)
+	}
+	e.pending[idx] = data
+	e.pmu.Unlock()
+	select {
+	case c.staged <- blockID{key, idx}:
+	default:
+		e.dropPending(idx)
+	}
+}
+
+// writer writes staged blocks to disk and records them in the index.
+func (c *Cache) writer() {
+	defer close(c.writerDone)
+	for {
+		var id blockID
+		select {
+		case id = <-c.staged:
+		case <-c.writerQuit:
+			// Write what is queued, then stop.
+			for {
+				select {
+				case id = <-c.staged:
+					c.writeStaged(id)
+				default:
+					return
+				}
+			}
+		}
+		c.writeStaged(id)
+	}
+}
+
+func (c *Cache) writeStaged(id blockID) {
+	{
+		c.mu.Lock()
+		e := c.entries[id.key]
+		c.mu.Unlock()
+		if e == nil {
+			return
+		}
+		e.mu.Lock()
+		data := e.pendingBlock(id.idx)
+		if data == nil {
+			e.mu.Unlock()
+			return // dropped or superseded meanwhile
+		}
+		f, err := c.file(e)
+		if err == nil {
+			_, err = f.WriteAt(data, id.idx*c.opts.BlockSize)
+			c.doneFile(e)
+		}
+		// Record it only if nothing superseded it while we wrote.
+		if err == nil && e.pendingBlock(id.idx) != nil {
+			if _, had := e.rec.Blocks[id.idx]; !had {
+				c.diskUsed.Add(c.opts.BlockSize)
+			}
+			e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
+			e.touchBlock(id.idx, c.clock.Add(1))
+		} else if err != nil {
+			c.log.Warn("cannot write to the cache", "err", err)
+		}
+		e.dropPending(id.idx)
+		e.mu.Unlock()
+		c.touch(id.key)
+		c.evict()
 	}
 }

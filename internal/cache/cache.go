@@ -45,17 +45,25 @@ type Cache struct {
 
 	mu       sync.Mutex
 	entries  map[string]*entry
-	diskUsed int64
 	flights  map[blockID]*flight
-	mem      *memLRU
-	clock    int64 // logical time of last use, for LRU
-	dirtyIdx map[string]bool
+	diskUsed atomic.Int64 // bytes of blocks on disk (changed with e.mu held)
+	mem      *memLRU      // has its own lock
+	clock    atomic.Int64 // logical time of last use, for LRU
+
+	idxMu    sync.Mutex
+	dirtyIdx map[string]bool // index records to write
 
 	stats struct {
 		hits, misses, fetches, bad, evictions, fetched atomic.Int64
 	}
 	flushQuit chan struct{}
 	flushDone chan struct{}
+
+	// staged carries fetched blocks to the disk writer, so that a slow
+	// disk never holds up a reader (GridFTP's staging lesson).
+	staged     chan blockID
+	writerQuit chan struct{}
+	writerDone chan struct{}
 }
 
 type blockID struct {
@@ -91,7 +99,34 @@ type entry struct {
 	rec  record
 	f    *os.File
 	pins int
+	io   int             // reads and writes of f under way without e.mu
 	use  map[int64]int64 // block -> logical time of last use (not persisted)
+	hit  atomic.Int64    // logical time of the last memory hit
+
+	pmu     sync.Mutex
+	pending map[int64][]byte // fetched blocks on their way to disk
+}
+
+func (e *entry) pendingBlock(idx int64) []byte {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return e.pending[idx]
+}
+
+func (e *entry) dropPending(idx int64) {
+	e.pmu.Lock()
+	delete(e.pending, idx)
+	e.pmu.Unlock()
+}
+
+func (e *entry) dropAllPending(from int64) {
+	e.pmu.Lock()
+	for idx := range e.pending {
+		if idx >= from {
+			delete(e.pending, idx)
+		}
+	}
+	e.pmu.Unlock()
 }
 
 var (
@@ -132,7 +167,11 @@ func Open(opts Options) (*Cache, error) {
 		db.Close()
 		return nil, err
 	}
+	c.staged = make(chan blockID, 256)
+	c.writerDone = make(chan struct{})
+	c.writerQuit = make(chan struct{})
 	go c.flusher()
+	go c.writer()
 	return c, nil
 }
 
@@ -156,9 +195,9 @@ func (c *Cache) load() error {
 			}
 			e := &entry{key: string(k), rec: rec}
 			c.entries[e.key] = e
-			c.diskUsed += int64(len(rec.Blocks)) * c.opts.BlockSize
-			if rec.Use > c.clock {
-				c.clock = rec.Use
+			c.diskUsed.Add(int64(len(rec.Blocks)) * c.opts.BlockSize)
+			if rec.Use > c.clock.Load() {
+				c.clock.Store(rec.Use)
 			}
 			return nil
 		})
@@ -167,6 +206,8 @@ func (c *Cache) load() error {
 
 // Close persists the index and closes every file.
 func (c *Cache) Close() error {
+	close(c.writerQuit)
+	<-c.writerDone
 	close(c.flushQuit)
 	<-c.flushDone
 	err := c.flushIndex()
@@ -217,9 +258,11 @@ func (c *Cache) flusher() {
 }
 
 func (c *Cache) flushIndex() error {
-	c.mu.Lock()
+	c.idxMu.Lock()
 	keys := c.dirtyIdx
 	c.dirtyIdx = make(map[string]bool)
+	c.idxMu.Unlock()
+	c.mu.Lock()
 	type kv struct {
 		k string
 		v []byte
@@ -261,8 +304,12 @@ func (c *Cache) flushIndex() error {
 	})
 }
 
-// touch marks an entry's index record as changed (c.mu held).
-func (c *Cache) touch(key string) { c.dirtyIdx[key] = true }
+// touch marks an entry's index record as changed.
+func (c *Cache) touch(key string) {
+	c.idxMu.Lock()
+	c.dirtyIdx[key] = true
+	c.idxMu.Unlock()
+}
 
 // get returns the entry for key, creating it (c.mu held).
 func (c *Cache) get(key string) *entry {
@@ -295,7 +342,7 @@ func (c *Cache) file(e *entry) (*os.File, error) {
 // doneFile closes the data file of an entry nobody has open (e.mu held):
 // a cache of many files must not hold a descriptor for each.
 func (c *Cache) doneFile(e *entry) {
-	if e.pins == 0 && e.f != nil {
+	if e.pins == 0 && e.io == 0 && e.f != nil {
 		e.f.Close()
 		e.f = nil
 	}
@@ -362,10 +409,11 @@ func (c *Cache) Version(key string) (uint64, int64, bool) {
 
 // dropBlocksLocked drops clean blocks from index from on (c.mu, e.mu held).
 func (c *Cache) dropBlocksLocked(e *entry, from int64) {
+	e.dropAllPending(from)
 	for idx := range e.rec.Blocks {
 		if idx >= from && !e.dirtyBlock(idx, c.opts.BlockSize) {
 			delete(e.rec.Blocks, idx)
-			c.diskUsed -= c.opts.BlockSize
+			c.diskUsed.Add(-c.opts.BlockSize)
 			c.mem.remove(blockID{e.key, idx})
 		}
 	}
@@ -392,10 +440,7 @@ func (c *Cache) Unpin(key string) {
 		e.pins--
 		if e.pins == 0 {
 			e.mu.Lock()
-			if e.f != nil {
-				e.f.Close()
-				e.f = nil
-			}
+			c.doneFile(e)
 			e.mu.Unlock()
 		}
 	}
@@ -412,12 +457,13 @@ func (c *Cache) Drop(key string) {
 		return
 	}
 	delete(c.entries, key)
+	e.dropAllPending(0)
 	e.mu.Lock()
-	c.diskUsed -= int64(len(e.rec.Blocks)) * c.opts.BlockSize
+	c.diskUsed.Add(-int64(len(e.rec.Blocks)) * c.opts.BlockSize)
 	for idx := range e.rec.Blocks {
 		c.mem.remove(blockID{key, idx})
 	}
-	if e.f != nil {
+	if e.f != nil && e.io == 0 {
 		e.f.Close()
 		e.f = nil
 	}
@@ -459,7 +505,7 @@ func (c *Cache) Stats() Stats {
 	return Stats{
 		Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Fetches: c.stats.fetches.Load(),
 		BadBlocks: c.stats.bad.Load(), Evictions: c.stats.evictions.Load(), BytesFetched: c.stats.fetched.Load(),
-		DiskBytes: c.diskUsed, MemoryBytes: c.mem.used, Files: len(c.entries),
+		DiskBytes: c.diskUsed.Load(), MemoryBytes: c.mem.size(), Files: len(c.entries),
 	}
 }
 
@@ -469,3 +515,31 @@ type Fetcher func(ctx context.Context, p []byte, off int64) (int, error)
 
 // ErrBadBlock is returned by readBlock for a block whose CRC does not match.
 var ErrBadBlock = errors.New("cached block failed its checksum")
+
+// Sync waits until every staged block has been written to disk (or
+// dropped); for tests and for a clean shutdown.
+func (c *Cache) Sync() {
+	for {
+		busy := len(c.staged) > 0
+		if !busy {
+			c.mu.Lock()
+			for _, e := range c.entries {
+				if e.pendingCount() > 0 {
+					busy = true
+					break
+				}
+			}
+			c.mu.Unlock()
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (e *entry) pendingCount() int {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return len(e.pending)
+}

@@ -55,6 +55,8 @@ func TestCorruptBlockIsRefetchedNeverServed(t *testing.T) {
 	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
+	c.Sync()
+	c.mem = newMemLRU(0) // read back from disk, not memory
 	// Flip bytes of block 1 on disk.
 	f, err := os.OpenFile(c.dataPath("f"), os.O_RDWR, 0)
 	if err != nil {
@@ -115,6 +117,7 @@ func TestPersistsAcrossRestartIncludingDirtyData(t *testing.T) {
 	c.Validate("f", 7, int64(len(r.data)), "/d/f")
 	buf := make([]byte, 10000)
 	c.ReadAt(ctx, "f", buf, 0, r.fetch)
+	c.Sync()
 	if err := c.WriteAt(ctx, "f", []byte("dirty"), 9998, r.fetch); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +159,7 @@ func TestEvictionBound(t *testing.T) {
 		if !bytes.Equal(got, r.data) {
 			t.Fatalf("file %s: wrong data", key)
 		}
+		c.Sync()
 		if st := c.Stats(); st.DiskBytes > 5*4096 {
 			t.Fatalf("disk use %d over the bound", st.DiskBytes)
 		}

@@ -16,6 +16,8 @@
 //   - Versioned: data is kept per remote version; Validate drops the clean
 //     blocks of a file whose remote version changed.
 //
-// Lock order: Cache.mu, then entry.mu. The fetcher is never called with a
-// lock held.
+// Lock order: Cache.mu, then entry.mu; the memory layer's and the index
+// queue's locks are leaves. Block data is read and written holding only
+// entry.mu, so that one file's disk I/O does not stall the others. The
+// fetcher is never called with a lock held.
 package cache

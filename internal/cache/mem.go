@@ -3,12 +3,14 @@ package cache
 import (
 	"container/list"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // memLRU keeps recently used blocks in memory, bounded in bytes.
 type memLRU struct {
+	mu        sync.Mutex
 	max, used int64
 	ll        *list.List
 	items     map[blockID]*list.Element
@@ -23,7 +25,15 @@ func newMemLRU(max int64) *memLRU {
 	return &memLRU{max: max, ll: list.New(), items: make(map[blockID]*list.Element)}
 }
 
+func (m *memLRU) size() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.used
+}
+
 func (m *memLRU) get(id blockID) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if el := m.items[id]; el != nil {
 		m.ll.MoveToFront(el)
 		return el.Value.(*memItem).data
@@ -31,9 +41,17 @@ func (m *memLRU) get(id blockID) []byte {
 	return nil
 }
 
+func (m *memLRU) has(id blockID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.items[id] != nil
+}
+
 func (m *memLRU) put(id blockID, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.max <= 0 || int64(len(data)) > m.max {
-		m.remove(id)
+		m.removeLocked(id)
 		return
 	}
 	if el := m.items[id]; el != nil {
@@ -55,6 +73,12 @@ func (m *memLRU) put(id blockID, data []byte) {
 }
 
 func (m *memLRU) remove(id blockID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(id)
+}
+
+func (m *memLRU) removeLocked(id blockID) {
 	if el := m.items[id]; el != nil {
 		m.used -= int64(len(el.Value.(*memItem).data))
 		m.ll.Remove(el)

@@ -62,7 +62,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 			FsName:       "pando",
 			Name:         "pando",
 			MaxWrite:     1 << 20,
-			MaxReadAhead: 1 << 20,
+			MaxReadAhead: 8 << 20,
 			AllowOther:   os.Getuid() == 0,
 			DirectMount:  true,
 			Debug:        opts.Debug,
