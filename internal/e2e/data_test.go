@@ -142,8 +142,10 @@ func TestUp(t *testing.T) {
 	os.MkdirAll(other, 0o755)
 	xdg := filepath.Join(dir, "xdg")
 	env := []string{"XDG_CONFIG_HOME=" + xdg, "PANDO_CONFIG="}
+	mnt := filepath.Join(dir, "mnt")
+	os.MkdirAll(mnt, 0o755)
 	p, m := start(t, `pando is up: domain (\S+), controller (\S+)`, env, "up", "--state", filepath.Join(dir, "state"),
-		"--listen", "127.0.0.1:0", "--share", data, "--share", other)
+		"--listen", "127.0.0.1:0", "--share", data, "--share", other, "--mount", mnt)
 	if m[1] != "local" {
 		t.Errorf("default domain %q", m[1])
 	}
@@ -154,6 +156,9 @@ func TestUp(t *testing.T) {
 	if ls := runPando(t, "", cfg, "ls", "/local").ok().stdout; ls != "research-data/\nscratch/\n" {
 		t.Errorf("ls /local = %q", ls)
 	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "local", "research-data", "hello.txt")); string(got) != "hello, grid\n" {
+		t.Errorf("read through the mount of pando up: %q %v", got, err)
+	}
 	out := p.output()
 	for _, want := range []string{"research-data", "/local/scratch", "pando ls /local", "Ctrl-C"} {
 		if !strings.Contains(out, want) {
@@ -163,5 +168,8 @@ func TestUp(t *testing.T) {
 	p.stop(t)
 	if !strings.Contains(p.output(), "stopping") {
 		t.Errorf("pando up did not stop cleanly:\n%s", p.output())
+	}
+	if mounted(mnt) {
+		t.Errorf("pando up left %s mounted", mnt)
 	}
 }
