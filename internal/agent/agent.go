@@ -90,6 +90,13 @@ func Start(cfg Config) (*Agent, error) {
 	if err := a.serveControl(); err != nil {
 		cfg.Log.Warn("no control socket; pando stats will not reach this agent", "err", err)
 	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if sent, kept := a.v.Replay(ctx, cfg.Log); sent+kept > 0 {
+			cfg.Log.Warn("data left unsent by an earlier run", "sent now", sent, "kept in the cache", kept)
+		}
+	}()
 	return a, nil
 }
 

@@ -167,6 +167,14 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 		conn := channel
 		if conn == nil {
 			conn, err = sc.conn(ctx, t, dataCh)
+			if err != nil && !force {
+				// The share may have moved (restarted on another port,
+				// re-registered): ask the controller where it is now.
+				if _, rerr := c.target(ctx, loc.Prefix, true); rerr == nil {
+					force = true
+					continue
+				}
+			}
 			if err != nil {
 				return nil, nil, err
 			}

@@ -116,3 +116,40 @@ func TestEvictionStaysWithinBound(t *testing.T) {
 		t.Errorf("cache data files use %d bytes of disk, over the bound of %d", blocks, bound)
 	}
 }
+
+// TestCloseReportsUnreachableShareAndKeepsData: when the share cannot be
+// reached at close, close fails; the data stays in the cache and reaches
+// the share once it is back, with the next close of the file.
+func TestCloseReportsUnreachableShareAndKeepsData(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	a := mountAgent(t, d.admin)
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	p := filepath.Join(dir, "precious")
+	if err := os.WriteFile(p, []byte("draft"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("the final text"); err != nil {
+		t.Fatal(err)
+	}
+	d.shares["alpha"].stop(t)
+	if err := f.Close(); err == nil {
+		t.Fatal("close succeeded although the share was down")
+	}
+	d.startShare("alpha")
+	// The next close of the file sends what the failed one could not.
+	g, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("close after the share came back: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "precious")); string(got) != "the final text" {
+		t.Fatalf("the share holds %q", got)
+	}
+}

@@ -166,11 +166,18 @@ func (d *domain) addShare(name string) string {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		d.t.Fatal(err)
 	}
-	p, _ := start(d.t, `share \S+ exporting`, nil, "share", "--config", d.admin, "--root", root, "--name", name,
-		"--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"))
-	d.roots[name], d.shares[name] = root, p
+	d.roots[name] = root
+	d.startShare(name)
 	d.pando(d.admin, "ns", "mount", "/"+d.name+"/"+name, name).ok()
 	return root
+}
+
+// startShare starts (or restarts) the share process of name.
+func (d *domain) startShare(name string) {
+	d.t.Helper()
+	p, _ := start(d.t, `share \S+ exporting`, nil, "share", "--config", d.admin, "--root", d.roots[name], "--name", name,
+		"--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"))
+	d.shares[name] = p
 }
 
 // result is the outcome of one CLI run.

@@ -91,7 +91,9 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 	v.mu.Unlock()
 	v.cache.Pin(key)
 	return &Handle{v: v, path: p, key: key, flags: flags, attr: a, KeepCache: kept && ok && seen == a.Version,
-		raSem: make(chan struct{}, v.opts.ReadAhead)}, nil
+		raSem: make(chan struct{}, v.opts.ReadAhead),
+		// Data an earlier close could not send goes with this one.
+		dirty: len(v.cache.Dirty(key)) > 0}, nil
 }
 
 // openRemote opens the share's handle in the background, so that open(2)
