@@ -160,3 +160,57 @@ var posixUnsupported = map[string]string{
 }
 
 type syscallStat = syscall.Stat_t
+
+// TestMountLifecycle: the agent stops cleanly when unmounted from outside;
+// a mount left by an agent that was killed is cleaned up by the next one;
+// pando cache and pando stats talk to the running agent.
+func TestMountLifecycle(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	os.WriteFile(filepath.Join(root, "f"), []byte("content"), 0o644)
+
+	a := mountAgent(t, d.admin)
+	if got, err := os.ReadFile(filepath.Join(a.dir, "uva", "alpha", "f")); string(got) != "content" {
+		t.Fatalf("read: %q %v", got, err)
+	}
+	ls := runPando(t, "", d.admin, "cache", "ls", "--cache-dir", a.cacheDir).ok().stdout
+	if !strings.Contains(ls, "/uva/alpha/f") {
+		t.Errorf("cache ls:\n%s", ls)
+	}
+	st := runPando(t, "", d.admin, "stats", "--cache-dir", a.cacheDir).ok().stdout
+	for _, want := range []string{"consistency window=3s", "getattr", "read"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("stats lacks %q:\n%s", want, st)
+		}
+	}
+	if out := runPando(t, "", d.admin, "cache", "drop", "/uva/alpha", "--cache-dir", a.cacheDir).ok().stdout; !strings.Contains(out, "dropped 1") {
+		t.Errorf("cache drop: %s", out)
+	}
+
+	// Unmounted from outside: the agent notices and exits by itself.
+	if out, err := exec.Command("fusermount3", "-u", a.dir).CombinedOutput(); err != nil {
+		t.Fatalf("fusermount3 -u: %v %s", err, out)
+	}
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not exit after fusermount3 -u")
+	}
+	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("agent exit code %d after an outside unmount:\n%s", code, a.output())
+	}
+
+	// An agent killed outright leaves a dead mount; the next one cleans up.
+	b := mountAgent(t, d.admin)
+	b.cmd.Process.Kill()
+	<-b.done
+	if _, err := os.Stat(filepath.Join(b.dir, "uva")); err == nil {
+		t.Fatal("the mount of a killed agent still answers")
+	}
+	p, _ := start(t, `pando mounted at`, nil, "--config", d.admin, "mount", "--cache-dir", b.cacheDir, b.dir)
+	c := &agentProc{proc: p, dir: b.dir, cacheDir: b.cacheDir}
+	t.Cleanup(func() { c.unmount(t) })
+	if got, err := os.ReadFile(filepath.Join(b.dir, "uva", "alpha", "f")); string(got) != "content" {
+		t.Fatalf("read after cleaning up a dead mount: %q %v", got, err)
+	}
+}
