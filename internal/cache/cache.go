@@ -51,7 +51,8 @@ type Cache struct {
 	clock    atomic.Int64 // logical time of last use, for LRU
 
 	idxMu    sync.Mutex
-	dirtyIdx map[string]bool // index records to write
+	dirtyIdx map[string]bool              // index records to write
+	metaIdx  map[string]map[string][]byte // bucket -> key -> value to write (nil: delete)
 
 	stats struct {
 		hits, misses, fetches, bad, evictions, fetched atomic.Int64
@@ -161,7 +162,7 @@ func Open(opts Options) (*Cache, error) {
 		return nil, fmt.Errorf("cannot open the cache index: %w", err)
 	}
 	c := &Cache{opts: opts, db: db, log: opts.Log, entries: make(map[string]*entry), flights: make(map[blockID]*flight),
-		mem: newMemLRU(opts.MemoryBytes), dirtyIdx: make(map[string]bool),
+		mem: newMemLRU(opts.MemoryBytes), dirtyIdx: make(map[string]bool), metaIdx: make(map[string]map[string][]byte),
 		flushQuit: make(chan struct{}), flushDone: make(chan struct{})}
 	if err := c.load(); err != nil {
 		db.Close()
@@ -261,7 +262,12 @@ func (c *Cache) flushIndex() error {
 	c.idxMu.Lock()
 	keys := c.dirtyIdx
 	c.dirtyIdx = make(map[string]bool)
+	meta := c.metaIdx
+	c.metaIdx = make(map[string]map[string][]byte)
 	c.idxMu.Unlock()
+	if err := c.flushMeta(meta); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	type kv struct {
 		k string
@@ -298,6 +304,71 @@ func (c *Cache) flushIndex() error {
 			}
 			if err != nil {
 				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Metadata buckets: the file system's attribute and listing caches,
+// persisted so that a restarted agent knows what it knew.
+const (
+	MetaAttr = "attr"
+	MetaDir  = "dir"
+)
+
+// PutMeta records value (nil: removes it) under key in a metadata bucket.
+// Writes are batched with the index.
+func (c *Cache) PutMeta(bucket, key string, value []byte) {
+	c.idxMu.Lock()
+	m := c.metaIdx[bucket]
+	if m == nil {
+		m = make(map[string][]byte)
+		c.metaIdx[bucket] = m
+	}
+	m[key] = value
+	c.idxMu.Unlock()
+}
+
+// GetMeta returns what PutMeta recorded, or nil.
+func (c *Cache) GetMeta(bucket, key string) []byte {
+	c.idxMu.Lock()
+	if v, ok := c.metaIdx[bucket][key]; ok {
+		c.idxMu.Unlock()
+		return v
+	}
+	c.idxMu.Unlock()
+	var out []byte
+	_ = c.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("meta-" + bucket)); b != nil {
+			if v := b.Get([]byte(key)); v != nil {
+				out = append([]byte(nil), v...)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+func (c *Cache) flushMeta(meta map[string]map[string][]byte) error {
+	if len(meta) == 0 {
+		return nil
+	}
+	return c.db.Update(func(tx *bolt.Tx) error {
+		for bucket, kv := range meta {
+			b, err := tx.CreateBucketIfNotExists([]byte("meta-" + bucket))
+			if err != nil {
+				return err
+			}
+			for k, v := range kv {
+				if v == nil {
+					err = b.Delete([]byte(k))
+				} else {
+					err = b.Put([]byte(k), v)
+				}
+				if err != nil {
+					return err
+				}
 			}
 		}
 		return nil

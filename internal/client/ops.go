@@ -98,27 +98,34 @@ func (c *Client) Stat(ctx context.Context, gpath string) (wire.Attr, error) {
 
 // ReadDir lists gpath with the attributes of every entry.
 func (c *Client) ReadDir(ctx context.Context, gpath string) ([]wire.DirEntry, error) {
+	entries, _, err := c.ReadDirAttr(ctx, gpath)
+	return entries, err
+}
+
+// ReadDirAttr is ReadDir that also returns the directory's own attributes
+// (zero for namespace directories above the shares).
+func (c *Client) ReadDirAttr(ctx context.Context, gpath string) ([]wire.DirEntry, wire.Attr, error) {
 	loc, err := c.Locate(ctx, gpath)
 	if err != nil {
-		return nil, err
+		return nil, wire.Attr{}, err
 	}
 	if syn, err := c.synthetic(ctx, loc); err != nil {
-		return nil, err
+		return nil, wire.Attr{}, err
 	} else if syn {
 		kids, err := c.children(ctx, loc.Global)
 		if err != nil {
-			return nil, err
+			return nil, wire.Attr{}, err
 		}
 		out := make([]wire.DirEntry, len(kids))
 		for i, k := range kids {
 			out[i] = wire.DirEntry{Name: k, Attr: synthDir}
 		}
-		return out, nil
+		return out, wire.Attr{}, nil
 	}
 	var resp wire.ReadDirResp
 	_, _, err = c.call(ctx, loc, wire.OpReadDir, func(tok uint32) any { return wire.PathReq{Tok: tok, Path: loc.Rel} }, nil, &resp, nil, nil, false)
 	if err != nil {
-		return nil, named(err, loc)
+		return nil, wire.Attr{}, named(err, loc)
 	}
 	// Mounts nested below this directory show as directories too.
 	kids, err := c.children(ctx, loc.Global)
@@ -130,7 +137,7 @@ func (c *Client) ReadDir(ctx context.Context, gpath string) ([]wire.DirEntry, er
 		}
 	}
 	slices.SortFunc(resp.Entries, func(a, b wire.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-	return resp.Entries, nil
+	return resp.Entries, resp.Dir, nil
 }
 
 // Readlink returns the target of a symlink.

@@ -153,3 +153,46 @@ func TestCloseReportsUnreachableShareAndKeepsData(t *testing.T) {
 		t.Fatalf("the share holds %q", got)
 	}
 }
+
+// TestImmutableRestartCostsNothing: under immutable, a restarted agent
+// serves what it had cached, listings and attributes included, without a
+// single request to the share.
+func TestImmutableRestartCostsNothing(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	os.MkdirAll(filepath.Join(root, "rel/bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "rel/bin/tool"), []byte("#!/bin/sh\necho v1\n"), 0o755)
+	base := t.TempDir()
+	cache, mnt := filepath.Join(base, "cache"), filepath.Join(base, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	run := func() *agentProc {
+		p, _ := start(t, `pando mounted at`, nil, "--config", d.admin, "mount", "--cache-dir", cache, "--policy", "/uva/alpha=immutable", mnt)
+		return &agentProc{proc: p, dir: mnt, cacheDir: cache}
+	}
+	use := func() {
+		ents, err := os.ReadDir(filepath.Join(mnt, "uva", "alpha", "rel", "bin"))
+		if err != nil || len(ents) != 1 {
+			t.Fatalf("listing: %v %v", ents, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(mnt, "uva", "alpha", "rel", "bin", "tool")); string(got) != "#!/bin/sh\necho v1\n" {
+			t.Fatalf("read: %q", got)
+		}
+	}
+	a := run()
+	use()
+	a.unmount(t)
+	b := run()
+	t.Cleanup(func() { b.unmount(t) })
+	// Resolving /uva/alpha itself is not under the policy; below it, nothing.
+	before := b.stats(t)["rpcs"].(map[string]any)
+	use()
+	after := b.stats(t)["rpcs"].(map[string]any)
+	for op, n := range after {
+		if op == "mount-list" || op == "resolve" || op == "auth" {
+			continue
+		}
+		if before[op] != n {
+			t.Errorf("restarted agent sent %s requests for immutable data: %v -> %v", op, before[op], n)
+		}
+	}
+}

@@ -28,6 +28,10 @@ type FS struct {
 	opened map[string]uint64 // cache key -> version the kernel's page cache holds
 	// opening holds handles whose share handle is being opened, by path.
 	opening map[string]map[*Handle]struct{}
+	// gen counts invalidations: an answer fetched before one must not
+	// be cached after it (a lookup racing a rename would resurrect the
+	// old name).
+	gen uint64
 }
 
 func (v *FS) openingAdd(h *Handle) {
@@ -111,15 +115,20 @@ func (v *FS) Key(ctx context.Context, p string, a wire.Attr) (string, error) {
 // forget drops cached attributes of p and the listing of its parent.
 func (v *FS) forget(p string) {
 	v.mu.Lock()
+	v.gen++
 	delete(v.attrs, p)
 	delete(v.dirs, p)
 	delete(v.dirs, path.Dir(p))
 	v.mu.Unlock()
+	v.cache.PutMeta(cache.MetaAttr, p, nil)
+	v.cache.PutMeta(cache.MetaDir, p, nil)
+	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
 }
 
 // forgetTree drops everything cached at or below p (after a rename).
 func (v *FS) forgetTree(p string) {
 	v.mu.Lock()
+	v.gen++
 	for k := range v.attrs {
 		if k == p || strings.HasPrefix(k, p+"/") {
 			delete(v.attrs, k)
@@ -132,12 +141,67 @@ func (v *FS) forgetTree(p string) {
 	}
 	delete(v.dirs, path.Dir(p))
 	v.mu.Unlock()
+	v.cache.PutMeta(cache.MetaAttr, p, nil)
+	v.cache.PutMeta(cache.MetaDir, p, nil)
+	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
 }
 
 func (v *FS) setAttr(p string, a wire.Attr) {
 	v.mu.Lock()
 	v.attrs[p] = attrEntry{a: a, at: time.Now()}
 	v.mu.Unlock()
+	v.persistAttr(p, a)
+}
+
+// setFetched caches attributes fetched when the generation was g, unless
+// something was invalidated since.
+func (v *FS) setFetched(p string, a wire.Attr, g uint64) {
+	v.mu.Lock()
+	if v.gen != g {
+		v.mu.Unlock()
+		return
+	}
+	v.attrs[p] = attrEntry{a: a, at: time.Now()}
+	v.mu.Unlock()
+	v.persistAttr(p, a)
+}
+
+func (v *FS) generation() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.gen
+}
+
+func (v *FS) persistAttr(p string, a wire.Attr) {
+	if b, err := wire.Marshal(a); err == nil {
+		v.cache.PutMeta(cache.MetaAttr, p, b)
+	}
+}
+
+// listing is a directory listing as persisted: the entries and the
+// directory's version they belong to.
+type listing struct {
+	Dir     wire.Attr       `cbor:"1,keyasint"`
+	Entries []wire.DirEntry `cbor:"2,keyasint"`
+}
+
+// persisted returns what an earlier run knew about p.
+func (v *FS) persistedAttr(p string) (wire.Attr, bool) {
+	b := v.cache.GetMeta(cache.MetaAttr, p)
+	var a wire.Attr
+	if b == nil || wire.Unmarshal(b, &a) != nil {
+		return a, false
+	}
+	return a, true
+}
+
+func (v *FS) persistedListing(p string) (listing, bool) {
+	b := v.cache.GetMeta(cache.MetaDir, p)
+	var l listing
+	if b == nil || wire.Unmarshal(b, &l) != nil {
+		return l, false
+	}
+	return l, true
 }
 
 // GetAttr returns the attributes of p (not following a final symlink),
@@ -153,16 +217,29 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 		}
 		return e.a, nil
 	}
+	if !ok && pol.Mode == Immutable {
+		// Immutable data is never revalidated: what an earlier run of
+		// the agent learnt is still true.
+		if a, found := v.persistedAttr(p); found {
+			v.mu.Lock()
+			v.attrs[p] = attrEntry{a: a, at: time.Now()}
+			v.mu.Unlock()
+			return a, nil
+		}
+	}
+	g := v.generation()
 	a, err := v.c.Stat(ctx, p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && pol.Mode != Strict {
 			v.mu.Lock()
-			v.attrs[p] = attrEntry{at: time.Now(), neg: true}
+			if v.gen == g {
+				v.attrs[p] = attrEntry{at: time.Now(), neg: true}
+			}
 			v.mu.Unlock()
 		}
 		return wire.Attr{}, err
 	}
-	v.setAttr(p, a)
+	v.setFetched(p, a, g)
 	return a, nil
 }
 
@@ -175,12 +252,49 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	if ok && pol.fresh(d.at, time.Now()) {
 		return d.entries, nil
 	}
-	entries, err := v.c.ReadDir(ctx, p)
+	// A listing from before (this run or an earlier one) is still good if
+	// the directory has not changed since: its version says so, and
+	// checking that costs one getattr instead of the whole listing.
+	if l, found := v.persistedListing(p); found {
+		g := v.generation()
+		if pol.Mode == Immutable {
+			v.mu.Lock()
+			v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
+			v.mu.Unlock()
+			return l.Entries, nil
+		}
+		if a, err := v.GetAttr(ctx, p); err == nil && a.Version == l.Dir.Version && a.Ino == l.Dir.Ino {
+			v.mu.Lock()
+			if v.gen == g {
+				v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
+			}
+			v.mu.Unlock()
+			return l.Entries, nil
+		}
+	}
+	g := v.generation()
+	entries, dirAttr, err := v.c.ReadDirAttr(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	v.mu.Lock()
+	if v.gen != g {
+		v.mu.Unlock()
+		return entries, nil // changed while we listed: use it, keep nothing
+	}
+	v.mu.Unlock()
+	if dirAttr.Ino != 0 {
+		if b, err := wire.Marshal(listing{Dir: dirAttr, Entries: entries}); err == nil {
+			v.cache.PutMeta(cache.MetaDir, p, b)
+		}
+		v.setFetched(p, dirAttr, g)
+	}
+	v.mu.Lock()
+	if v.gen != g {
+		v.mu.Unlock()
+		return entries, nil
+	}
 	v.dirs[p] = dirEntry{entries: entries, at: now}
 	for _, e := range entries {
 		if e.Attr.Ino != 0 {
@@ -188,6 +302,13 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 		}
 	}
 	v.mu.Unlock()
+	for _, e := range entries {
+		if e.Attr.Ino != 0 {
+			if b, err := wire.Marshal(e.Attr); err == nil {
+				v.cache.PutMeta(cache.MetaAttr, path.Join(p, e.Name), b)
+			}
+		}
+	}
 	return entries, nil
 }
 

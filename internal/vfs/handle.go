@@ -75,7 +75,9 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		}
 		h.KeepCache = false
 	}
-	h.openRemote()
+	if wantsWrite(flags) || v.opts.policy(p).Mode != Immutable {
+		h.openRemote()
+	}
 	return h, nil
 }
 
