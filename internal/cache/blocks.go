@@ -1,9 +1,12 @@
 package cache
 
 import (
+	"unsafe"
+
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"io"
 )
@@ -557,11 +560,7 @@ func (c *Cache) writeStaged(id blockID) {
 			e.mu.Unlock()
 			return // dropped or superseded meanwhile
 		}
-		f, err := c.file(e)
-		if err == nil {
-			_, err = f.WriteAt(data, id.idx*c.opts.BlockSize)
-			c.doneFile(e)
-		}
+		err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
 		// Record it only if nothing superseded it while we wrote.
 		if err == nil && e.pendingBlock(id.idx) != nil {
 			if _, had := e.rec.Blocks[id.idx]; !had {
@@ -577,4 +576,76 @@ func (c *Cache) writeStaged(id blockID) {
 		c.touch(id.key)
 		c.evict()
 	}
+}
+
+// Slice returns the bytes of key at [off, off+n) without copying when they
+// lie inside one cached block (the common case for FUSE reads), and
+// ok=false otherwise; callers then use ReadAt. The slice must not be
+// changed.
+func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch Fetcher) (b []byte, ok bool, err error) {
+	_, size, _ := c.Version(key)
+	bs := c.opts.BlockSize
+	if off >= size || n <= 0 {
+		return nil, off >= size, nil
+	}
+	idx := off / bs
+	end := min(off+int64(n), size)
+	if (end-1)/bs != idx {
+		return nil, false, nil
+	}
+	blk, err := c.readBlock(key, idx)
+	if err != nil && !errors.Is(err, ErrBadBlock) {
+		return nil, false, err
+	}
+	if blk == nil {
+		if blk, err = c.fetchBlock(ctx, key, idx, size, fetch); err != nil {
+			return nil, false, err
+		}
+		c.stats.misses.Add(1)
+	} else {
+		c.stats.hits.Add(1)
+	}
+	in, to := off-idx*bs, end-idx*bs
+	if to > int64(len(blk)) {
+		return nil, false, nil // a hole past the block's end: ReadAt fills it
+	}
+	return blk[in:to], true, nil
+}
+
+// writeDirect writes a staged block, bypassing the page cache when the
+// block is aligned (O_DIRECT): filling the cache must not fill the page
+// cache with dirty pages that the kernel then throttles everyone on.
+func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
+	const align = 4096
+	if len(data)%align == 0 && off%align == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%align == 0 {
+		fd, err := unix.Open(c.dataPath(e.key), unix.O_WRONLY|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			for len(data) > 0 {
+				n, werr := unix.Pwrite(fd, data, off)
+				if werr == unix.EINTR {
+					continue
+				}
+				if werr != nil {
+					err = werr
+					break
+				}
+				data, off = data[n:], off+int64(n)
+			}
+			unix.Close(fd)
+			if err == nil {
+				return nil
+			}
+		}
+		if len(data) == 0 {
+			return err
+		}
+		// The file system refuses O_DIRECT (tmpfs): fall back.
+	}
+	f, err := c.file(e)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, off)
+	c.doneFile(e)
+	return err
 }

@@ -175,6 +175,8 @@ func BenchmarkColdRead(b *testing.B) {
 			b.StartTimer()
 			readAll(b, p)
 			b.StopTimer()
+			a.FS().Cache().Sync()
+			b.ReportMetric(float64(a.FS().Cache().Stats().DiskBytes)/gib*100, "%cached")
 			a.Close()
 			b.StartTimer()
 		}

@@ -30,11 +30,11 @@ var (
 // Read reads from the cache, filling it from the share.
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = detach(ctx)
-	n, err := f.h.Read(ctx, dest, off)
+	b, err := f.h.ReadSlice(ctx, dest, off)
 	if err != nil {
 		return nil, f.m.fail("read", f.h.Path(), err)
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	return fuse.ReadResultData(b), 0
 }
 
 // Write writes into the cache (close mode) or to the share (through mode).

@@ -224,6 +224,22 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	return f.ReadAt(ctx, p, off)
 }
 
+// ReadSlice returns up to n bytes at off without copying when it can (the
+// bytes lie in one cached block), else reads into p. The result must not
+// be changed.
+func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	b, ok, err := h.v.cache.Slice(ctx, h.key, off, len(p), h.fetch)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		h.readAhead(off, int64(len(b)))
+		return b, nil
+	}
+	n, err := h.Read(ctx, p, off)
+	return p[:n], err
+}
+
 // Read reads at off.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	n, err := h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
