@@ -30,7 +30,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "10GiB", "disk space the cache may use")
 	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
-	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close) or through (each write)")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 16, "blocks kept in flight ahead of a sequential reader")
@@ -147,6 +147,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				ops = append(ops, op)
 			}
 			slices.Sort(ops)
+			for share, age := range st.Staleness {
+				fmt.Fprintf(w, "share %s: last invalidation poll %s ago\n", share, age)
+			}
 			rows := [][]string{{"RPC", "COUNT"}}
 			for _, op := range ops {
 				rows = append(rows, []string{op, fmt.Sprint(st.RPCs[op])})

@@ -5,6 +5,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,7 +72,9 @@ func Start(cfg Config) (*Agent, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Cache.Log = cfg.Log
-	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams})
+	var sid [12]byte
+	_, _ = rand.Read(sid[:])
+	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:])})
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +84,9 @@ func Start(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, cl: cl, cache: ch, start: time.Now()}
+	if cfg.VFS.Log == nil {
+		cfg.VFS.Log = cfg.Log
+	}
 	a.v = vfs.New(cl, ch, cfg.VFS)
 	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug})
 	if err != nil {
@@ -115,6 +122,7 @@ func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		err = a.m.Unmount()
 		a.m.Wait()
+		a.v.Close()
 		if a.ctl != nil {
 			a.ctl.Close()
 			os.Remove(filepath.Join(a.cfg.Cache.Dir, SocketName))
@@ -134,14 +142,25 @@ type Stats struct {
 	WriteMode   string            `json:"write_mode"`
 	Uptime      string            `json:"uptime"`
 	RPCs        map[string]uint64 `json:"rpcs"`
-	Cache       cache.Stats       `json:"cache"`
-	OpenFiles   int               `json:"open_files"`
+	// Staleness is, per share under poll, the age of the share's last
+	// confirmation of this agent's cache: how stale answers may be.
+	Staleness map[string]string `json:"staleness,omitempty"`
+	Cache     cache.Stats       `json:"cache"`
+	OpenFiles int               `json:"open_files"`
 }
 
 // Stats returns the agent's counters.
 func (a *Agent) Stats() Stats {
 	o := a.v.Options()
-	return Stats{MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
+	stale := make(map[string]string)
+	for share, d := range a.v.Staleness() {
+		if d < 0 {
+			stale[share] = "not yet polled"
+		} else {
+			stale[share] = d.Round(time.Millisecond).String()
+		}
+	}
+	return Stats{Staleness: stale, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles()}
 }

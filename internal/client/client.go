@@ -23,6 +23,9 @@ type Options struct {
 	Streams int
 	// MountTTL is how long the mount table is trusted (default 5s).
 	MountTTL time.Duration
+	// Session names this client's invalidation session at shares (an
+	// agent sets it; changes it makes are then not reported back to it).
+	Session string
 }
 
 // Client talks to one domain's controller and its shares.
@@ -101,6 +104,9 @@ func New(cfg *config.Config, opts Options) (*Client, error) {
 
 // Domain is the client's home domain.
 func (c *Client) Domain() string { return c.cfg.Domain }
+
+// Session is the client's invalidation session name ("" if none).
+func (c *Client) Session() string { return c.opts.Session }
 
 // Principal is who the client is, e.g. "alice@uva".
 func (c *Client) Principal() string { return c.cfg.User + "@" + c.cfg.Domain }

@@ -258,3 +258,20 @@ func (c *Client) Link(ctx context.Context, oldp, newp string) (wire.Attr, error)
 
 // Join joins a global directory and a name.
 func Join(dir, name string) string { return path.Join(dir, name) }
+
+// GetInv polls the invalidations of this client's session at the share
+// behind the global path gpath (any path of a mount of that share).
+func (c *Client) GetInv(ctx context.Context, gpath string, since uint64, max uint32) (wire.GetInvResp, error) {
+	var resp wire.GetInvResp
+	if c.opts.Session == "" {
+		return resp, fmt.Errorf("invalidation polling needs a client session")
+	}
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return resp, err
+	}
+	_, _, err = c.call(ctx, loc, wire.OpGetInv, func(tok uint32) any {
+		return wire.GetInvReq{Tok: tok, Session: c.opts.Session, Since: since, Max: max}
+	}, nil, &resp, nil, nil, false)
+	return resp, err
+}

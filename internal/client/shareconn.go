@@ -134,7 +134,7 @@ func (s *shareConn) tok(ctx context.Context, conn *rpc.Conn, t *target) (uint32,
 	}
 	var resp wire.AuthResp
 	s.c.count(wire.OpAuth)
-	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: t.Token}, nil, &resp, nil); err != nil {
+	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: t.Token, Session: s.c.opts.Session}, nil, &resp, nil); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()

@@ -81,6 +81,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
 	}
 	m.server = server
+	v.SetNotifier(func(g string) { m.forgetKernel(root, g) })
 	return m, nil
 }
 
@@ -201,4 +202,24 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// forgetKernel drops the kernel's cached entry for global path g (a poll
+// said it changed), so that the next lookup asks the agent again.
+func (m *Mount) forgetKernel(root *node, g string) {
+	parts := strings.Split(strings.Trim(g, "/"), "/")
+	if len(parts) == 0 || parts[0] == "" {
+		return
+	}
+	dir := &root.Inode
+	for _, name := range parts[:len(parts)-1] {
+		dir = dir.GetChild(name)
+		if dir == nil {
+			return // the kernel does not hold it
+		}
+	}
+	name := parts[len(parts)-1]
+	if dir.GetChild(name) != nil {
+		_ = dir.NotifyEntry(name)
+	}
 }

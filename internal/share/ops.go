@@ -48,6 +48,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.symlink(req)
 	case wire.OpSetAttr:
 		return s.setattr(req)
+	case wire.OpGetInv:
+		return s.getInv(req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "share %s does not serve %s requests", s.cfg.Name, req.Op)
 }
@@ -104,7 +106,9 @@ func (s *Server) pathOp(req *rpc.Request) (rpc.Reply, error) {
 	case wire.OpStatFS:
 		msg, err = s.statfs()
 	case wire.OpUnlink, wire.OpRmdir:
-		err = s.remove(req.Op, r.Path)
+		if err = s.remove(req.Op, r.Path); err == nil {
+			s.changed(req, r.Path, parentOf(r.Path))
+		}
 	}
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
@@ -198,6 +202,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 		f.Close()
 		return rpc.Reply{}, toWire(req.Op, r.Path, syscall.EISDIR)
 	}
+	if req.Op == wire.OpCreate || r.Flags&wire.OpenTrunc != 0 {
+		s.changed(req, r.Path, parentOf(r.Path))
+	}
 	id := s.addHandle(&handle{f: f, owner: t.Principal, conn: req.Conn, rel: r.Path, flags: r.Flags,
 		writing: osFlags&(os.O_WRONLY|os.O_RDWR) != 0})
 	return rpc.Reply{Msg: wire.OpenResp{Handle: id, Attr: a}}, nil
@@ -269,6 +276,7 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
+	s.changed(req, h.rel)
 	a, err := fileAttr(h.f)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
@@ -349,6 +357,7 @@ func (s *Server) truncate(req *rpc.Request) (rpc.Reply, error) {
 	if err := f.Truncate(r.Size); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
+	s.changed(req, rel)
 	a, err := fileAttr(f)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
@@ -378,6 +387,7 @@ func (s *Server) twoPathOp(req *rpc.Request) (rpc.Reply, error) {
 		if err := s.root.Link(r.Old, r.New); err != nil {
 			return rpc.Reply{}, toWire(req.Op, r.New, err)
 		}
+		s.changed(req, r.New, parentOf(r.New), r.Old)
 		a, err := s.lstat(r.New)
 		if err != nil {
 			return rpc.Reply{}, toWire(req.Op, r.New, err)
@@ -387,6 +397,7 @@ func (s *Server) twoPathOp(req *rpc.Request) (rpc.Reply, error) {
 	if err := s.renameAt(r.Old, r.New, r.NoReplace); err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Old, err)
 	}
+	s.changed(req, r.Old, r.New, parentOf(r.Old), parentOf(r.New))
 	return rpc.Reply{}, nil
 }
 
@@ -404,6 +415,7 @@ func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
 	if err := s.root.Mkdir(r.Path, fs.FileMode(r.Mode&0o7777)); err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}
+	s.changed(req, r.Path, parentOf(r.Path))
 	a, err := s.lstat(r.Path)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
@@ -428,6 +440,7 @@ func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
 	if err := s.root.Symlink(r.Target, r.Path); err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}
+	s.changed(req, r.Path, parentOf(r.Path))
 	a, err := s.lstat(r.Path)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
@@ -476,11 +489,30 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 			return rpc.Reply{}, toWire(req.Op, r.Path, err)
 		}
 	}
+	s.changed(req, r.Path)
 	a, err := s.lstat(r.Path)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}
 	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+}
+
+// getInv answers an invalidation poll.
+func (s *Server) getInv(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.GetInvReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	t, err := s.token(req, r.Tok)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Session == "" || len(r.Session) > 64 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "an invalidation poll needs a session name of 1 to 64 bytes")
+	}
+	// Sessions are per principal: one cannot drain another's buffer.
+	paths, stamp, force, again := s.inv.poll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)))
+	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
 }
 
 // modeBits maps setuid/setgid/sticky from Unix bits to fs.FileMode.

@@ -42,6 +42,8 @@ type Server struct {
 	mu      sync.Mutex
 	handles map[uint64]*handle
 	revoked revocations
+	inv     *invTable
+	watch   *watcher
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -59,6 +61,7 @@ type handle struct {
 type session struct {
 	peer   auth.Identity
 	serial string
+	inv    string // the agent's invalidation session, from AuthReq
 	mu     sync.Mutex
 	tokens []*auth.Token // slot i+1
 }
@@ -88,7 +91,13 @@ func New(cfg Config) (*Server, error) {
 		handles: make(map[uint64]*handle),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
+	s.inv = newInvTable(cfg.Now)
 	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64}
+	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {
+		cfg.Log.Warn("changes made directly in the exported directory will be noticed only by revalidation", "err", err)
+	} else {
+		s.watch = w
+	}
 	return s, nil
 }
 
@@ -97,6 +106,9 @@ func (s *Server) ServeConns(ln net.Listener) error { return s.rpc.Serve(ln) }
 
 // Close stops serving, closes every handle and the root.
 func (s *Server) Close() error {
+	if s.watch != nil {
+		s.watch.close()
+	}
 	err := s.rpc.Close()
 	s.mu.Lock()
 	for id, h := range s.handles {
@@ -242,6 +254,11 @@ func (s *Server) authenticate(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, &wire.Error{Code: code, Message: fmt.Sprintf("share %s refused your access token: %v", s.cfg.Name, err)}
 	}
 	ss := req.Conn.State.(*session)
+	if r.Session != "" {
+		ss.mu.Lock()
+		ss.inv = ss.peer.String() + "/" + r.Session
+		ss.mu.Unlock()
+	}
 	if t.Share != s.cfg.Name {
 		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token is for share %q, not %q", t.Share, s.cfg.Name)
 	}
@@ -310,3 +327,18 @@ func (s *Server) dropHandle(req *rpc.Request, id uint64) (*handle, error) {
 }
 
 func isExpired(err error) bool { return errors.Is(err, auth.ErrTokenExpired) }
+
+// changed records paths changed through the share by the request's agent.
+func (s *Server) changed(req *rpc.Request, paths ...string) {
+	src := ""
+	if ss, ok := req.Conn.State.(*session); ok {
+		ss.mu.Lock()
+		src = ss.inv
+		ss.mu.Unlock()
+	}
+	s.inv.record(src, paths...)
+}
+
+// changedLocally records a change a local program made in the exported
+// directory.
+func (s *Server) changedLocally(paths ...string) { s.inv.record("", paths...) }

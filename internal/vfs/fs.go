@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"path"
 	"strconv"
 	"strings"
@@ -32,6 +33,52 @@ type FS struct {
 	// be cached after it (a lookup racing a rename would resurrect the
 	// old name).
 	gen uint64
+
+	pollers map[string]*poller // by share, for paths under poll
+	quit    chan struct{}
+	log     *slog.Logger
+	// notify, if set, tells the kernel to forget a path (set by the edge).
+	notify func(g string)
+}
+
+// SetNotifier lets the edge drop the kernel's cached entry for a path
+// when a poll says it changed.
+func (v *FS) SetNotifier(fn func(g string)) {
+	v.mu.Lock()
+	v.notify = fn
+	v.mu.Unlock()
+}
+
+func (v *FS) notifyKernel(g string) {
+	v.mu.Lock()
+	fn := v.notify
+	v.mu.Unlock()
+	if fn != nil {
+		fn(g)
+	}
+}
+
+// Close stops the pollers.
+func (v *FS) Close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	select {
+	case <-v.quit:
+	default:
+		close(v.quit)
+	}
+}
+
+// freshFor applies p's consistency mode to an entry fetched at t.
+func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {
+	if pol.Mode != Poll {
+		return pol.fresh(t, time.Now())
+	}
+	pl := v.pollerFor(ctx, p, pol.Period)
+	if pl == nil {
+		return false
+	}
+	return pl.fresh(t, time.Now())
 }
 
 func (v *FS) openingAdd(h *Handle) {
@@ -85,9 +132,13 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.ReadAhead <= 0 {
 		opts.ReadAhead = 16
 	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
 	return &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
 		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
-		opening: make(map[string]map[*Handle]struct{})}
+		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller),
+		quit: make(chan struct{}), log: opts.Log}
 }
 
 // Client is the client the file system uses.
@@ -211,7 +262,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 	v.mu.Lock()
 	e, ok := v.attrs[p]
 	v.mu.Unlock()
-	if ok && pol.fresh(e.at, time.Now()) {
+	if ok && v.freshFor(ctx, p, pol, e.at) {
 		if e.neg {
 			return wire.Attr{}, syscall.ENOENT
 		}
@@ -249,7 +300,7 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	v.mu.Lock()
 	d, ok := v.dirs[p]
 	v.mu.Unlock()
-	if ok && pol.fresh(d.at, time.Now()) {
+	if ok && v.freshFor(ctx, p, pol, d.at) {
 		return d.entries, nil
 	}
 	// A listing from before (this run or an earlier one) is still good if

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -14,6 +15,7 @@ const (
 	Window Mode = iota
 	Strict
 	Immutable
+	Poll // GVFS invalidation polling every Period
 )
 
 // Consistency is a mode and its period.
@@ -31,6 +33,8 @@ func (c Consistency) String() string {
 		return "strict"
 	case Immutable:
 		return "immutable"
+	case Poll:
+		return "poll=" + c.Period.String()
 	}
 	return "window=" + c.Period.String()
 }
@@ -48,10 +52,16 @@ func ParseConsistency(s string) (Consistency, error) {
 			return Consistency{}, fmt.Errorf("consistency %q: the window must be a duration such as 3s", s)
 		}
 		return Consistency{Mode: Window, Period: d}, nil
-	case strings.HasPrefix(s, "poll=") || s == "callback":
-		return Consistency{}, fmt.Errorf("consistency %q is not available yet; use strict, window=D or immutable", s)
+	case strings.HasPrefix(s, "poll="):
+		d, err := time.ParseDuration(strings.TrimPrefix(s, "poll="))
+		if err != nil || d <= 0 {
+			return Consistency{}, fmt.Errorf("consistency %q: the poll period must be a duration such as 30s", s)
+		}
+		return Consistency{Mode: Poll, Period: d}, nil
+	case s == "callback":
+		return Consistency{}, fmt.Errorf("consistency %q is not available yet; use strict, window=D, poll=D or immutable", s)
 	}
-	return Consistency{}, fmt.Errorf("unknown consistency %q; use strict, window=D (e.g. window=3s) or immutable", s)
+	return Consistency{}, fmt.Errorf("unknown consistency %q; use strict, window=D (e.g. window=3s), poll=D (e.g. poll=30s) or immutable", s)
 }
 
 // WriteMode says when written data reaches the share.
@@ -111,6 +121,7 @@ type Options struct {
 	// reader (default 16: 16 MiB, the bandwidth-delay product of 1 Gbit/s
 	// at 128 ms).
 	ReadAhead int
+	Log       *slog.Logger
 }
 
 // policy returns the consistency for a global path: the longest matching
@@ -138,6 +149,8 @@ func (c Consistency) fresh(t, now time.Time) bool {
 }
 
 // KernelTimeout is how long the kernel may cache entries and attributes.
+// Under poll, the kernel asks again every period and the agent answers
+// from its cache unless a poll said the entry changed.
 func (c Consistency) KernelTimeout() time.Duration {
 	switch c.Mode {
 	case Immutable:

@@ -37,6 +37,11 @@ const (
 	OpFGetAttr Op = 21 // HandleReq -> AttrResp (attributes of an open file, also after unlink)
 )
 
+// Consistency operations (60..79).
+const (
+	OpGetInv Op = 60 // GetInvReq -> GetInvResp: invalidation polling
+)
+
 // Controller operations.
 const (
 	OpResolve       Op = 100 // ResolveReq -> ResolveResp
@@ -58,7 +63,7 @@ var opNames = map[Op]string{
 	OpAuth: "auth", OpGetAttr: "getattr", OpReadDir: "readdir", OpOpen: "open", OpCreate: "create",
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
-	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
+	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
@@ -76,7 +81,7 @@ func (o Op) String() string {
 // lost reply without changing the outcome. Only these are retried.
 func (o Op) Idempotent() bool {
 	switch o {
-	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr,
+	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
 		return true
 	}
@@ -87,9 +92,34 @@ func (o Op) Idempotent() bool {
 type Empty struct{}
 
 // AuthReq installs a signed token in the session; the reply names the slot
-// that later requests cite as Tok.
+// that later requests cite as Tok. Session, if set, names the agent's
+// invalidation session: changes made through this connection are not
+// reported back to it.
 type AuthReq struct {
-	Token []byte `cbor:"1,keyasint"`
+	Token   []byte `cbor:"1,keyasint"`
+	Session string `cbor:"2,keyasint,omitempty"`
+}
+
+// GetInvReq polls the invalidations of a session since a stamp (GVFS's
+// GETINV). Since 0 asks for a fresh start.
+type GetInvReq struct {
+	Tok     uint32 `cbor:"1,keyasint"`
+	Session string `cbor:"2,keyasint"`
+	Since   uint64 `cbor:"3,keyasint"`
+	Max     uint32 `cbor:"4,keyasint"`
+}
+
+// GetInvResp answers GetInvReq. Paths are share-relative and changed
+// after Since (a changed directory's listing is invalid too). Force says
+// that the agent must drop everything it caches of this share: its first
+// poll, a buffer that overflowed, a share that restarted (Epoch changed).
+// Again says the reply was cut at Max: poll again at once.
+type GetInvResp struct {
+	Paths []string `cbor:"1,keyasint"`
+	Stamp uint64   `cbor:"2,keyasint"`
+	Force bool     `cbor:"3,keyasint,omitempty"`
+	Again bool     `cbor:"4,keyasint,omitempty"`
+	Epoch uint64   `cbor:"5,keyasint"`
 }
 
 // AuthResp answers AuthReq.

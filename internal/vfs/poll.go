@@ -1,0 +1,187 @@
+package vfs
+
+import (
+	"context"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// poller polls one share's invalidation buffer for this agent (GVFS's
+// invalidation polling). Cached attributes and listings of that share stay
+// valid between polls unless a poll names them; if polls fail, entries
+// fall back to the window rule after one missed period, so an unreachable
+// share never makes the agent trust old answers for long.
+type poller struct {
+	v      *FS
+	share  string
+	gpath  string // a global path of a mount of the share, to address it
+	period time.Duration
+
+	mu         sync.Mutex
+	since      uint64
+	epoch      uint64
+	validSince time.Time // entries fetched before this are void (last force)
+	lastOK     time.Time // when the last successful poll was sent
+	polls      uint64
+}
+
+// pollerFor returns the running poller for the share behind p, starting
+// one if needed.
+func (v *FS) pollerFor(ctx context.Context, p string, period time.Duration) *poller {
+	loc, err := v.c.Locate(ctx, p)
+	if err != nil || loc.Share == "" {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if pl := v.pollers[loc.Share]; pl != nil {
+		return pl
+	}
+	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: period}
+	v.pollers[loc.Share] = pl
+	go pl.run()
+	return pl
+}
+
+// fresh reports whether an entry fetched at t may be used without asking
+// the share.
+func (pl *poller) fresh(t, now time.Time) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.lastOK.IsZero() || t.Before(pl.validSince) {
+		return false
+	}
+	if now.Sub(pl.lastOK) <= 2*pl.period {
+		return true
+	}
+	return now.Sub(t) < pl.period // polls failing: the window rule
+}
+
+// Staleness is how old the newest confirmation from the share is.
+func (pl *poller) staleness(now time.Time) time.Duration {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.lastOK.IsZero() {
+		return -1
+	}
+	return now.Sub(pl.lastOK)
+}
+
+func (pl *poller) run() {
+
+	pl.poll() // at once: the first poll sets up the session
+	t := time.NewTicker(pl.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-pl.v.quit:
+			return
+		case <-t.C:
+			pl.poll()
+		}
+	}
+
+}
+
+func (pl *poller) poll() {
+	for round := 0; round < 64; round++ {
+		sent := time.Now()
+		pl.mu.Lock()
+		since := pl.since
+		pl.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), max(pl.period, 10*time.Second))
+		resp, err := pl.v.c.GetInv(ctx, pl.gpath, since, 4096)
+		cancel()
+		if err != nil {
+			pl.v.log.Debug("invalidation poll failed", "share", pl.share, "err", err)
+			return
+		}
+		pl.mu.Lock()
+		force := resp.Force || (pl.epoch != 0 && resp.Epoch != pl.epoch)
+		pl.epoch, pl.since = resp.Epoch, resp.Stamp
+		pl.polls++
+		pl.mu.Unlock()
+		if force {
+			pl.v.forgetShare(pl.share)
+			pl.mu.Lock()
+			pl.validSince = sent
+			pl.mu.Unlock()
+		} else {
+			for _, rel := range resp.Paths {
+				for _, g := range pl.v.globals(pl.share, rel) {
+					pl.v.invalidate(g)
+				}
+			}
+		}
+		pl.mu.Lock()
+		pl.lastOK = sent
+		pl.mu.Unlock()
+		if !resp.Again {
+			return
+		}
+	}
+}
+
+// globals maps a share-relative path to the global paths that show it.
+func (v *FS) globals(share, rel string) []string {
+	mounts, err := v.c.MountTable(context.Background())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range mounts {
+		if m.Share != share {
+			continue
+		}
+		sp := strings.Trim(m.SharePath, "/")
+		switch {
+		case sp == "":
+			out = append(out, path.Join(m.Prefix, rel))
+		case rel == sp:
+			out = append(out, m.Prefix)
+		case strings.HasPrefix(rel, sp+"/"):
+			out = append(out, path.Join(m.Prefix, strings.TrimPrefix(rel, sp+"/")))
+		}
+	}
+	return out
+}
+
+// invalidate drops what is cached about global path g (its attributes and,
+// for a directory, its listing), here and persisted.
+func (v *FS) invalidate(g string) {
+	v.mu.Lock()
+	v.gen++
+	delete(v.attrs, g)
+	delete(v.dirs, g)
+	v.mu.Unlock()
+	v.notifyKernel(g)
+}
+
+// forgetShare drops everything cached about a share's paths.
+func (v *FS) forgetShare(share string) {
+	mounts, _ := v.c.MountTable(context.Background())
+	for _, m := range mounts {
+		if m.Share == share {
+			v.forgetTree(m.Prefix)
+		}
+	}
+}
+
+// Staleness reports, per share under poll, how long ago the share last
+// confirmed the agent's cache (-1 before the first poll).
+func (v *FS) Staleness() map[string]time.Duration {
+	v.mu.Lock()
+	ps := make([]*poller, 0, len(v.pollers))
+	for _, p := range v.pollers {
+		ps = append(ps, p)
+	}
+	v.mu.Unlock()
+	out := make(map[string]time.Duration, len(ps))
+	now := time.Now()
+	for _, p := range ps {
+		out[p.share] = p.staleness(now)
+	}
+	return out
+}
