@@ -1,12 +1,9 @@
 package cache
 
 import (
-	"unsafe"
-
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"io"
 )
@@ -146,6 +143,7 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	c.mu.Unlock()
 	now := c.clock.Add(1)
 	e.mu.Lock()
+	e.gen.Add(1)
 	e.dropPending(idx) // this write supersedes a staged one
 	f, err := c.file(e)
 	if err != nil {
@@ -177,6 +175,7 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 // fetchBlock fills block idx of key from fetch, once for all concurrent
 // callers.
 func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fetch Fetcher) ([]byte, error) {
+	othersFailed := 0
 	for {
 		if b, err := c.readBlock(key, idx); b != nil || err != nil && !errors.Is(err, ErrBadBlock) {
 			return b, err
@@ -191,24 +190,34 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 				return nil, ctx.Err()
 			}
 			if fl.err != nil {
-				return nil, fl.err
+				// Another caller's fetch failed (its file handle may have
+				// been closed under it): try with our own fetcher.
+				if othersFailed++; othersFailed > 2 {
+					return nil, fl.err
+				}
 			}
 			continue
 		}
 		fl := &flight{done: make(chan struct{})}
 		c.flights[id] = fl
+		e := c.get(key)
 		c.mu.Unlock()
+		gen := e.gen.Load()
 
 		n := c.blockLen(idx, size)
 		buf := make([]byte, n)
 		got, err := fetch(ctx, buf, idx*c.opts.BlockSize)
+		stale := false
 		if err != nil && !errors.Is(err, io.EOF) {
 			fl.err = err
 		} else {
 			buf = buf[:got]
 			c.stats.fetches.Add(1)
 			c.stats.fetched.Add(int64(got))
-			c.stage(key, idx, buf)
+			// The block may have been written, truncated or invalidated
+			// while it was fetched: then the fetched bytes are not the
+			// cache's to keep, nor to return.
+			stale = !c.stage(e, key, idx, buf, gen)
 		}
 		c.mu.Lock()
 		delete(c.flights, id)
@@ -216,6 +225,9 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 		close(fl.done)
 		if fl.err != nil {
 			return nil, fl.err
+		}
+		if stale {
+			continue
 		}
 		c.evict()
 		return buf, nil
@@ -300,6 +312,12 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64, fet
 // WriteAt writes p at off as dirty data. Blocks that hold remote data and
 // are only partly overwritten are first filled from fetch.
 func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fetch Fetcher) error {
+	c.mu.Lock()
+	we := c.get(key)
+	c.mu.Unlock()
+	// Read-modify-write of a block must not interleave with another.
+	we.wmu.Lock()
+	defer we.wmu.Unlock()
 	_, size, _ := c.Version(key)
 	bs := c.opts.BlockSize
 	for n := int64(0); n < int64(len(p)); {
@@ -341,6 +359,11 @@ func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fe
 // Truncate sets the cached size of key, dropping and trimming blocks and
 // dirty ranges beyond it.
 func (c *Cache) Truncate(key string, size int64) error {
+	c.mu.Lock()
+	we := c.get(key)
+	c.mu.Unlock()
+	we.wmu.Lock()
+	defer we.wmu.Unlock()
 	bs := c.opts.BlockSize
 	last := size / bs
 	var trim []byte
@@ -356,7 +379,9 @@ func (c *Cache) Truncate(key string, size int64) error {
 	c.mu.Lock()
 	e := c.get(key)
 	first := (size + bs - 1) / bs
+	e.gen.Add(1)
 	e.dropAllPending(first)
+	c.mem.dropFile(key, first)
 	e.mu.Lock()
 	for idx := range e.rec.Blocks {
 		if idx >= first {
@@ -501,151 +526,4 @@ func (c *Cache) evict() {
 			cd.e.mu.Unlock()
 		}
 	}
-}
-
-// stage makes a fetched block readable at once (memory) and queues it for
-// the disk writer. When the writer is behind, the block stays in memory
-// only: it is a cache, and readers must not wait for the disk.
-func (c *Cache) stage(key string, idx int64, data []byte) {
-	c.mu.Lock()
-	e := c.get(key)
-	c.mu.Unlock()
-	c.mem.put(blockID{key, idx}, data)
-	e.pmu.Lock()
-	if e.pending == nil {
-		e.pending = make(map[int64][]byte)
-	}
-	e.pending[idx] = data
-	e.pmu.Unlock()
-	select {
-	case c.staged <- blockID{key, idx}:
-	default:
-		e.dropPending(idx)
-	}
-}
-
-// writer writes staged blocks to disk and records them in the index.
-func (c *Cache) writer() {
-	defer close(c.writerDone)
-	for {
-		var id blockID
-		select {
-		case id = <-c.staged:
-		case <-c.writerQuit:
-			// Write what is queued, then stop.
-			for {
-				select {
-				case id = <-c.staged:
-					c.writeStaged(id)
-				default:
-					return
-				}
-			}
-		}
-		c.writeStaged(id)
-	}
-}
-
-func (c *Cache) writeStaged(id blockID) {
-	{
-		c.mu.Lock()
-		e := c.entries[id.key]
-		c.mu.Unlock()
-		if e == nil {
-			return
-		}
-		e.mu.Lock()
-		data := e.pendingBlock(id.idx)
-		if data == nil {
-			e.mu.Unlock()
-			return // dropped or superseded meanwhile
-		}
-		err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
-		// Record it only if nothing superseded it while we wrote.
-		if err == nil && e.pendingBlock(id.idx) != nil {
-			if _, had := e.rec.Blocks[id.idx]; !had {
-				c.diskUsed.Add(c.opts.BlockSize)
-			}
-			e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
-			e.touchBlock(id.idx, c.clock.Add(1))
-		} else if err != nil {
-			c.log.Warn("cannot write to the cache", "err", err)
-		}
-		e.dropPending(id.idx)
-		e.mu.Unlock()
-		c.touch(id.key)
-		c.evict()
-	}
-}
-
-// Slice returns the bytes of key at [off, off+n) without copying when they
-// lie inside one cached block (the common case for FUSE reads), and
-// ok=false otherwise; callers then use ReadAt. The slice must not be
-// changed.
-func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch Fetcher) (b []byte, ok bool, err error) {
-	_, size, _ := c.Version(key)
-	bs := c.opts.BlockSize
-	if off >= size || n <= 0 {
-		return nil, off >= size, nil
-	}
-	idx := off / bs
-	end := min(off+int64(n), size)
-	if (end-1)/bs != idx {
-		return nil, false, nil
-	}
-	blk, err := c.readBlock(key, idx)
-	if err != nil && !errors.Is(err, ErrBadBlock) {
-		return nil, false, err
-	}
-	if blk == nil {
-		if blk, err = c.fetchBlock(ctx, key, idx, size, fetch); err != nil {
-			return nil, false, err
-		}
-		c.stats.misses.Add(1)
-	} else {
-		c.stats.hits.Add(1)
-	}
-	in, to := off-idx*bs, end-idx*bs
-	if to > int64(len(blk)) {
-		return nil, false, nil // a hole past the block's end: ReadAt fills it
-	}
-	return blk[in:to], true, nil
-}
-
-// writeDirect writes a staged block, bypassing the page cache when the
-// block is aligned (O_DIRECT): filling the cache must not fill the page
-// cache with dirty pages that the kernel then throttles everyone on.
-func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
-	const align = 4096
-	if len(data)%align == 0 && off%align == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%align == 0 {
-		fd, err := unix.Open(c.dataPath(e.key), unix.O_WRONLY|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
-		if err == nil {
-			for len(data) > 0 {
-				n, werr := unix.Pwrite(fd, data, off)
-				if werr == unix.EINTR {
-					continue
-				}
-				if werr != nil {
-					err = werr
-					break
-				}
-				data, off = data[n:], off+int64(n)
-			}
-			unix.Close(fd)
-			if err == nil {
-				return nil
-			}
-		}
-		if len(data) == 0 {
-			return err
-		}
-		// The file system refuses O_DIRECT (tmpfs): fall back.
-	}
-	f, err := c.file(e)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(data, off)
-	c.doneFile(e)
-	return err
 }

@@ -106,6 +106,11 @@ type entry struct {
 
 	pmu     sync.Mutex
 	pending map[int64][]byte // fetched blocks on their way to disk
+
+	// gen changes whenever the entry's blocks are written, truncated or
+	// dropped: a fetch that started before must not cache what it got.
+	gen atomic.Uint64
+	wmu sync.Mutex // serialises WriteAt and Truncate of this file
 }
 
 func (e *entry) pendingBlock(idx int64) []byte {
@@ -310,71 +315,6 @@ func (c *Cache) flushIndex() error {
 	})
 }
 
-// Metadata buckets: the file system's attribute and listing caches,
-// persisted so that a restarted agent knows what it knew.
-const (
-	MetaAttr = "attr"
-	MetaDir  = "dir"
-)
-
-// PutMeta records value (nil: removes it) under key in a metadata bucket.
-// Writes are batched with the index.
-func (c *Cache) PutMeta(bucket, key string, value []byte) {
-	c.idxMu.Lock()
-	m := c.metaIdx[bucket]
-	if m == nil {
-		m = make(map[string][]byte)
-		c.metaIdx[bucket] = m
-	}
-	m[key] = value
-	c.idxMu.Unlock()
-}
-
-// GetMeta returns what PutMeta recorded, or nil.
-func (c *Cache) GetMeta(bucket, key string) []byte {
-	c.idxMu.Lock()
-	if v, ok := c.metaIdx[bucket][key]; ok {
-		c.idxMu.Unlock()
-		return v
-	}
-	c.idxMu.Unlock()
-	var out []byte
-	_ = c.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket([]byte("meta-" + bucket)); b != nil {
-			if v := b.Get([]byte(key)); v != nil {
-				out = append([]byte(nil), v...)
-			}
-		}
-		return nil
-	})
-	return out
-}
-
-func (c *Cache) flushMeta(meta map[string]map[string][]byte) error {
-	if len(meta) == 0 {
-		return nil
-	}
-	return c.db.Update(func(tx *bolt.Tx) error {
-		for bucket, kv := range meta {
-			b, err := tx.CreateBucketIfNotExists([]byte("meta-" + bucket))
-			if err != nil {
-				return err
-			}
-			for k, v := range kv {
-				if v == nil {
-					err = b.Delete([]byte(k))
-				} else {
-					err = b.Put([]byte(k), v)
-				}
-				if err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
 // touch marks an entry's index record as changed.
 func (c *Cache) touch(key string) {
 	c.idxMu.Lock()
@@ -480,7 +420,9 @@ func (c *Cache) Version(key string) (uint64, int64, bool) {
 
 // dropBlocksLocked drops clean blocks from index from on (c.mu, e.mu held).
 func (c *Cache) dropBlocksLocked(e *entry, from int64) {
+	e.gen.Add(1)
 	e.dropAllPending(from)
+	c.mem.dropFile(e.key, from)
 	for idx := range e.rec.Blocks {
 		if idx >= from && !e.dirtyBlock(idx, c.opts.BlockSize) {
 			delete(e.rec.Blocks, idx)
@@ -528,7 +470,9 @@ func (c *Cache) Drop(key string) {
 		return
 	}
 	delete(c.entries, key)
+	e.gen.Add(1)
 	e.dropAllPending(0)
+	c.mem.dropFile(key, 0)
 	e.mu.Lock()
 	c.diskUsed.Add(-int64(len(e.rec.Blocks)) * c.opts.BlockSize)
 	for idx := range e.rec.Blocks {

@@ -90,3 +90,16 @@ func (m *memLRU) removeLocked(id blockID) {
 func punchHole(f *os.File, off, n int64) {
 	_ = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 }
+
+// dropFile removes the blocks of key from index from on: blocks that are
+// only in memory (staged, not yet on disk) must go too when a file is
+// truncated or its version changes.
+func (m *memLRU) dropFile(key string, from int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.items {
+		if id.key == key && id.idx >= from {
+			m.removeLocked(id)
+		}
+	}
+}

@@ -17,27 +17,6 @@ import (
 
 const benchSize = 1 << 30
 
-// makeFile writes a file of size bytes of non-repeating data (so nothing
-// along the way can compress or dedupe it).
-func makeFile(tb testing.TB, path string, size int64) {
-	tb.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4<<20)
-	for i := range buf {
-		buf[i] = byte(i*7 + i>>9)
-	}
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		buf[0], buf[1] = byte(off>>20), byte(off>>28)
-		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkShareRead reads a 1 GiB file from a share over loopback through
 // the client library (pipelined 1 MiB reads), beside the reference: a plain
 // TLS 1.3 stream of the same number of bytes between the same kind of
@@ -45,7 +24,7 @@ func makeFile(tb testing.TB, path string, size int64) {
 func BenchmarkShareRead(b *testing.B) {
 	d := testenv.New(b, "bench")
 	root := d.AddShare("data")
-	makeFile(b, filepath.Join(root, "big"), benchSize)
+	testenv.MakeFile(b, filepath.Join(root, "big"), benchSize)
 	c := d.Client(d.Admin)
 	ctx := context.Background()
 

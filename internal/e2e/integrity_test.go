@@ -87,7 +87,11 @@ func integrityWorker(seed uint64, ops int, mnt, ref, prefix string) error {
 				return fmt.Errorf("op %d read %s: mount %v, reference %v", i, n, ea, eb)
 			}
 			if !bytes.Equal(got[:a], buf[:b]) {
-				return fmt.Errorf("op %d read %s at %d: %d bytes differ from the reference's %d", i, n, off, a, b)
+				first := 0
+				for first < min(a, b) && got[first] == buf[first] {
+					first++
+				}
+				return fmt.Errorf("op %d read %s at %d: %d bytes differ from the reference's %d, first at offset %d (file offset %d)", i, n, off, a, b, first, off+int64(first))
 			}
 		case op < 97: // rename, often over an existing file
 			to := name()

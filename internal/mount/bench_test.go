@@ -19,26 +19,6 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// makeFile writes size bytes that do not repeat.
-func makeFile(tb testing.TB, path string, size int64) {
-	tb.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4<<20)
-	for i := range buf {
-		buf[i] = byte(i*7 + i>>9)
-	}
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		buf[0], buf[1] = byte(off>>20), byte(off>>28)
-		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
 // startAgent mounts the domain's namespace in-process.
 func startAgent(tb testing.TB, d *testenv.Domain, opts vfs.Options, co cache.Options, streams ...int) *agent.Agent {
 	tb.Helper()
@@ -98,7 +78,7 @@ const gib = 1 << 30
 func BenchmarkWarmRead(b *testing.B) {
 	d := testenv.New(b, "bench")
 	root := d.AddShare("data")
-	makeFile(b, filepath.Join(root, "big"), gib)
+	testenv.MakeFile(b, filepath.Join(root, "big"), gib)
 	b.Run("reference=go-fuse-loopback", func(b *testing.B) {
 		mnt := loopback(b, root)
 		readAll(b, filepath.Join(mnt, "big"))
@@ -149,7 +129,7 @@ func envInt(name string, def int) int {
 func BenchmarkColdRead(b *testing.B) {
 	d := testenv.New(b, "bench")
 	root := d.AddShare("data")
-	makeFile(b, filepath.Join(root, "big"), gib)
+	testenv.MakeFile(b, filepath.Join(root, "big"), gib)
 	readAll(b, filepath.Join(root, "big")) // the share's page cache is warm for both
 	b.Run("reference=raw-share-read", func(b *testing.B) {
 		c := d.Client(d.Admin)
@@ -198,7 +178,7 @@ func BenchmarkWANColdRead(b *testing.B) {
 	}
 	b.Cleanup(func() { px.Close() })
 	root := d.AddShareAt("data", shareAddr, proxyAddr)
-	makeFile(b, filepath.Join(root, "big"), size)
+	testenv.MakeFile(b, filepath.Join(root, "big"), size)
 	b.Logf("link: 40 ms RTT, 200 Mbit/s = %.1f MB/s", 200e6/8/1e6)
 	for _, ra := range []int{1, 16} {
 		name := "pando-cold-readahead=" + strconv.Itoa(ra)

@@ -406,21 +406,7 @@ func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Insert); err != nil {
-		return rpc.Reply{}, err
-	}
-	if r.Path == "" {
-		return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
-	}
-	if err := s.root.Mkdir(r.Path, fs.FileMode(r.Mode&0o7777)); err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
-	}
-	s.changed(req, r.Path, parentOf(r.Path))
-	a, err := s.lstat(r.Path)
-	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
-	}
-	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+	return s.newEntry(req, r.Tok, r.Path, func() error { return s.root.Mkdir(r.Path, fs.FileMode(r.Mode&0o7777)) })
 }
 
 func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
@@ -428,24 +414,26 @@ func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Insert); err != nil {
-		return rpc.Reply{}, err
-	}
-	if r.Path == "" {
-		return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
-	}
 	if len(r.Target) == 0 || len(r.Target) > 4096 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "symlink target must be 1 to 4096 bytes")
 	}
-	if err := s.root.Symlink(r.Target, r.Path); err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	return s.newEntry(req, r.Tok, r.Path, func() error { return s.root.Symlink(r.Target, r.Path) })
+}
+
+// newEntry creates a directory entry with create, after checking the
+// insert right, and answers with its attributes.
+func (s *Server) newEntry(req *rpc.Request, tok uint32, rel string, create func() error) (rpc.Reply, error) {
+	if _, err := s.allow(req, tok, rel, auth.Insert); err != nil {
+		return rpc.Reply{}, err
 	}
-	s.changed(req, r.Path, parentOf(r.Path))
-	a, err := s.lstat(r.Path)
-	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	if rel == "" {
+		return rpc.Reply{}, toWire(req.Op, rel, fs.ErrExist)
 	}
-	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+	if err := create(); err != nil {
+		return rpc.Reply{}, toWire(req.Op, rel, err)
+	}
+	s.changed(req, rel, parentOf(rel))
+	return s.attrReply(req.Op, rel)
 }
 
 func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
@@ -528,4 +516,13 @@ func modeBits(m uint32) fs.FileMode {
 		fm |= fs.ModeSticky
 	}
 	return fm
+}
+
+// attrReply answers with the attributes of rel.
+func (s *Server) attrReply(op wire.Op, rel string) (rpc.Reply, error) {
+	a, err := s.lstat(rel)
+	if err != nil {
+		return rpc.Reply{}, toWire(op, rel, err)
+	}
+	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
 }

@@ -34,8 +34,9 @@ type Handle struct {
 	lastEnd int64 // end of the last read, to detect sequential access
 	ahead   int64 // first block not yet asked for by read-ahead
 	raSem   chan struct{}
-	opening chan struct{} // closed when the share handle opened at Open is ready
-	attr    wire.Attr     // the file's attributes when it was opened
+	ra      sync.WaitGroup // read-ahead under way
+	opening chan struct{}  // closed when the share handle opened at Open is ready
+	attr    wire.Attr      // the file's attributes when it was opened
 	closed  bool
 	err     error // a failed write-back, reported at flush
 }
@@ -173,6 +174,9 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 }
 
 func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File, error) {
+	if h.closed && h.remote == nil && h.reader == nil {
+		return nil, syscall.EBADF
+	}
 	if write && h.remote != nil && h.rflags&wire.OpenWrite != 0 {
 		return h.remote, nil
 	}
@@ -206,9 +210,12 @@ func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File
 	if err != nil {
 		return nil, err
 	}
-	if h.remote != nil {
-		old := h.remote
-		go old.Close(context.Background())
+	if old := h.remote; old != nil {
+		if h.reader == nil && h.rflags&wire.OpenRead != 0 {
+			h.reader = old // still readable, and maybe in use: keep it until Release
+		} else {
+			go old.Close(context.Background())
+		}
 	}
 	h.remote, h.rflags = f, flags
 	return f, nil
@@ -254,6 +261,10 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 func (h *Handle) readAhead(off, n int64) {
 	bs := h.v.cache.BlockSize()
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
 	seq := off == h.lastEnd || off == 0
 	h.lastEnd = off + n
 	if !seq || n == 0 {
@@ -273,9 +284,11 @@ func (h *Handle) readAhead(off, n int64) {
 			idx = limit
 		}
 	}
+	h.ra.Add(len(todo))
 	h.mu.Unlock()
 	for _, idx := range todo {
 		go func() {
+			defer h.ra.Done()
 			defer func() { <-h.raSem }()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -457,6 +470,9 @@ func (h *Handle) Release(ctx context.Context) error {
 		return err
 	}
 	h.closed = true
+	h.mu.Unlock()
+	h.ra.Wait() // read-ahead uses the share handles closed below
+	h.mu.Lock()
 	remote, reader := h.remote, h.reader
 	h.remote, h.reader = nil, nil
 	h.mu.Unlock()

@@ -1,0 +1,70 @@
+package cache
+
+import (
+	bolt "go.etcd.io/bbolt"
+)
+
+// Metadata buckets: the file system's attribute and listing caches,
+// persisted so that a restarted agent knows what it knew.
+const (
+	MetaAttr = "attr"
+	MetaDir  = "dir"
+)
+
+// PutMeta records value (nil: removes it) under key in a metadata bucket.
+// Writes are batched with the index.
+func (c *Cache) PutMeta(bucket, key string, value []byte) {
+	c.idxMu.Lock()
+	m := c.metaIdx[bucket]
+	if m == nil {
+		m = make(map[string][]byte)
+		c.metaIdx[bucket] = m
+	}
+	m[key] = value
+	c.idxMu.Unlock()
+}
+
+// GetMeta returns what PutMeta recorded, or nil.
+func (c *Cache) GetMeta(bucket, key string) []byte {
+	c.idxMu.Lock()
+	if v, ok := c.metaIdx[bucket][key]; ok {
+		c.idxMu.Unlock()
+		return v
+	}
+	c.idxMu.Unlock()
+	var out []byte
+	_ = c.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("meta-" + bucket)); b != nil {
+			if v := b.Get([]byte(key)); v != nil {
+				out = append([]byte(nil), v...)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+func (c *Cache) flushMeta(meta map[string]map[string][]byte) error {
+	if len(meta) == 0 {
+		return nil
+	}
+	return c.db.Update(func(tx *bolt.Tx) error {
+		for bucket, kv := range meta {
+			b, err := tx.CreateBucketIfNotExists([]byte("meta-" + bucket))
+			if err != nil {
+				return err
+			}
+			for k, v := range kv {
+				if v == nil {
+					err = b.Delete([]byte(k))
+				} else {
+					err = b.Put([]byte(k), v)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,161 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// stage makes a fetched block readable at once (memory) and queues it for
+// the disk writer. When the writer is behind, the block stays in memory
+// only: it is a cache, and readers must not wait for the disk.
+// It reports false, caching nothing, if the entry changed since gen.
+func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64) bool {
+	e.mu.Lock()
+	if e.gen.Load() != gen {
+		e.mu.Unlock()
+		return false
+	}
+	c.mem.put(blockID{key, idx}, data)
+	e.pmu.Lock()
+	if e.pending == nil {
+		e.pending = make(map[int64][]byte)
+	}
+	e.pending[idx] = data
+	e.pmu.Unlock()
+	e.mu.Unlock()
+	select {
+	case c.staged <- blockID{key, idx}:
+	default:
+		e.dropPending(idx)
+	}
+	return true
+}
+
+// writer writes staged blocks to disk and records them in the index.
+func (c *Cache) writer() {
+	defer close(c.writerDone)
+	for {
+		var id blockID
+		select {
+		case id = <-c.staged:
+		case <-c.writerQuit:
+			// Write what is queued, then stop.
+			for {
+				select {
+				case id = <-c.staged:
+					c.writeStaged(id)
+				default:
+					return
+				}
+			}
+		}
+		c.writeStaged(id)
+	}
+}
+
+func (c *Cache) writeStaged(id blockID) {
+	{
+		c.mu.Lock()
+		e := c.entries[id.key]
+		c.mu.Unlock()
+		if e == nil {
+			return
+		}
+		e.mu.Lock()
+		data := e.pendingBlock(id.idx)
+		if data == nil {
+			e.mu.Unlock()
+			return // dropped or superseded meanwhile
+		}
+		err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
+		// Record it only if nothing superseded it while we wrote.
+		if err == nil && e.pendingBlock(id.idx) != nil {
+			if _, had := e.rec.Blocks[id.idx]; !had {
+				c.diskUsed.Add(c.opts.BlockSize)
+			}
+			e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
+			e.touchBlock(id.idx, c.clock.Add(1))
+		} else if err != nil {
+			c.log.Warn("cannot write to the cache", "err", err)
+		}
+		e.dropPending(id.idx)
+		e.mu.Unlock()
+		c.touch(id.key)
+		c.evict()
+	}
+}
+
+// Slice returns the bytes of key at [off, off+n) without copying when they
+// lie inside one cached block (the common case for FUSE reads), and
+// ok=false otherwise; callers then use ReadAt. The slice must not be
+// changed.
+func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch Fetcher) (b []byte, ok bool, err error) {
+	_, size, _ := c.Version(key)
+	bs := c.opts.BlockSize
+	if off >= size || n <= 0 {
+		return nil, off >= size, nil
+	}
+	idx := off / bs
+	end := min(off+int64(n), size)
+	if (end-1)/bs != idx {
+		return nil, false, nil
+	}
+	blk, err := c.readBlock(key, idx)
+	if err != nil && !errors.Is(err, ErrBadBlock) {
+		return nil, false, err
+	}
+	if blk == nil {
+		if blk, err = c.fetchBlock(ctx, key, idx, size, fetch); err != nil {
+			return nil, false, err
+		}
+		c.stats.misses.Add(1)
+	} else {
+		c.stats.hits.Add(1)
+	}
+	in, to := off-idx*bs, end-idx*bs
+	if to > int64(len(blk)) {
+		return nil, false, nil // a hole past the block's end: ReadAt fills it
+	}
+	return blk[in:to], true, nil
+}
+
+// writeDirect writes a staged block, bypassing the page cache when the
+// block is aligned (O_DIRECT): filling the cache must not fill the page
+// cache with dirty pages that the kernel then throttles everyone on.
+func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
+	const align = 4096
+	if len(data)%align == 0 && off%align == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%align == 0 {
+		fd, err := unix.Open(c.dataPath(e.key), unix.O_WRONLY|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			for len(data) > 0 {
+				n, werr := unix.Pwrite(fd, data, off)
+				if werr == unix.EINTR {
+					continue
+				}
+				if werr != nil {
+					err = werr
+					break
+				}
+				data, off = data[n:], off+int64(n)
+			}
+			unix.Close(fd)
+			if err == nil {
+				return nil
+			}
+		}
+		if len(data) == 0 {
+			return err
+		}
+		// The file system refuses O_DIRECT (tmpfs): fall back.
+	}
+	f, err := c.file(e)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, off)
+	c.doneFile(e)
+	return err
+}
