@@ -13,6 +13,7 @@ import (
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/controller"
+	"pando.dev/pando/internal/pattern"
 	"pando.dev/pando/internal/share"
 )
 
@@ -94,19 +95,7 @@ func FreePort(tb testing.TB) string {
 // way can compress or deduplicate them).
 func MakeFile(tb testing.TB, path string, size int64) {
 	tb.Helper()
-	f, err := os.Create(path)
-	if err != nil {
+	if err := pattern.WriteFile(path, size); err != nil {
 		tb.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4<<20)
-	for i := range buf {
-		buf[i] = byte(i*7 + i>>9)
-	}
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		buf[0], buf[1] = byte(off>>20), byte(off>>28)
-		if _, err := f.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
-			tb.Fatal(err)
-		}
 	}
 }
