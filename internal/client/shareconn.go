@@ -76,8 +76,27 @@ func (s *shareConn) dial(ctx context.Context, t *target, channel byte) (*rpc.Con
 	if last == nil {
 		last = errors.New("the controller knows no address for it")
 	}
-	return nil, fmt.Errorf("cannot reach share %s: %w", name, last)
+	return nil, &UnreachableError{Share: name, Err: last}
 }
+
+// ErrUnreachable matches errors of shares that could not be reached: a new
+// attempt later may succeed.
+var ErrUnreachable = errors.New("share unreachable")
+
+// UnreachableError says which share could not be reached, and why.
+type UnreachableError struct {
+	Share string
+	Err   error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach share %s: %v", e.Share, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrUnreachable) true.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
 
 // conn returns the control channel, or data channel i when data is set.
 func (s *shareConn) conn(ctx context.Context, t *target, data bool) (*rpc.Conn, error) {

@@ -50,6 +50,12 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.setattr(req)
 	case wire.OpGetInv:
 		return s.getInv(req)
+	case wire.OpSum:
+		return s.sum(req)
+	case wire.OpGetFile:
+		return s.getFile(req)
+	case wire.OpPutFile:
+		return s.putFile(req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "share %s does not serve %s requests", s.cfg.Name, req.Op)
 }
@@ -215,10 +221,7 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.token(req, r.Tok); err != nil {
-		return rpc.Reply{}, err
-	}
-	h, err := s.handle(req, r.Handle)
+	h, err := s.tokenHandle(req, r.Tok, r.Handle)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -254,15 +257,15 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.token(req, r.Tok); err != nil {
-		return rpc.Reply{}, err
-	}
-	h, err := s.handle(req, r.Handle)
+	h, err := s.tokenHandle(req, r.Tok, r.Handle)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
 	if !h.writing {
 		return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "write %s: the file was opened read-only", "/"+h.rel)
+	}
+	if err := checkSum(h.rel, req.Data, r.Sum); err != nil {
+		return rpc.Reply{}, err
 	}
 	var n int
 	if h.flags&wire.OpenAppend != 0 {
@@ -301,10 +304,7 @@ func (s *Server) handleOp(req *rpc.Request) (rpc.Reply, error) {
 		}
 		return rpc.Reply{}, nil
 	}
-	if _, err := s.token(req, r.Tok); err != nil {
-		return rpc.Reply{}, err
-	}
-	h, err := s.handle(req, r.Handle)
+	h, err := s.tokenHandle(req, r.Tok, r.Handle)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -332,10 +332,7 @@ func (s *Server) truncate(req *rpc.Request) (rpc.Reply, error) {
 	var f *os.File
 	rel := r.Path
 	if r.Handle != 0 {
-		if _, err := s.token(req, r.Tok); err != nil {
-			return rpc.Reply{}, err
-		}
-		h, err := s.handle(req, r.Handle)
+		h, err := s.tokenHandle(req, r.Tok, r.Handle)
 		if err != nil {
 			return rpc.Reply{}, err
 		}

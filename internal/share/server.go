@@ -303,6 +303,14 @@ func (s *Server) addHandle(h *handle) uint64 {
 	}
 }
 
+// tokenHandle checks the request's token and finds its handle.
+func (s *Server) tokenHandle(req *rpc.Request, tok uint32, id uint64) (*handle, error) {
+	if _, err := s.token(req, tok); err != nil {
+		return nil, err
+	}
+	return s.handle(req, id)
+}
+
 // handle finds an open handle owned by the request's principal.
 func (s *Server) handle(req *rpc.Request, id uint64) (*handle, error) {
 	ss := req.Conn.State.(*session)

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -97,5 +98,21 @@ func MakeFile(tb testing.TB, path string, size int64) {
 	tb.Helper()
 	if err := pattern.WriteFile(path, size); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// SameFile fails the test unless files a and b hold the same bytes.
+func SameFile(tb testing.TB, a, b string) {
+	tb.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !bytes.Equal(x, y) {
+		tb.Fatalf("%s (%d bytes) and %s (%d bytes) differ", a, len(x), b, len(y))
 	}
 }

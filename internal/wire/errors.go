@@ -46,6 +46,7 @@ const (
 	CodeUnavailable   Code = 1007 // the server is shutting down or overloaded: retry elsewhere/later
 	CodeNotRegistered Code = 1008 // unknown share / user
 	CodeInternal      Code = 1009
+	CodeCorrupt       Code = 1010 // data did not match its checksum: send it again
 	CodeBusyRoot      Code = Code(syscall.EBUSY)
 )
 

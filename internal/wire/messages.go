@@ -37,6 +37,13 @@ const (
 	OpFGetAttr Op = 21 // HandleReq -> AttrResp (attributes of an open file, also after unlink)
 )
 
+// Transfer operations (40..59).
+const (
+	OpSum     Op = 40 // SumReq -> SumResp: CRC32C of each block of an open file, computed at the share
+	OpGetFile Op = 41 // GetFileReq -> GetFileResp + data: a whole small file in one round trip
+	OpPutFile Op = 42 // PutFileReq + data -> AttrResp: create or replace a whole small file atomically
+)
+
 // Consistency operations (60..79).
 const (
 	OpGetInv Op = 60 // GetInvReq -> GetInvResp: invalidation polling
@@ -64,6 +71,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv",
+	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
@@ -82,6 +90,7 @@ func (o Op) String() string {
 func (o Op) Idempotent() bool {
 	switch o {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv,
+		OpSum, OpGetFile, OpPutFile,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
 		return true
 	}
@@ -219,6 +228,57 @@ type WriteReq struct {
 	Tok    uint32 `cbor:"1,keyasint"`
 	Handle uint64 `cbor:"2,keyasint"`
 	Offset int64  `cbor:"3,keyasint"`
+	// Sum, if set, is the CRC32C the data had where it was read (its
+	// source): the share writes nothing unless the data still matches.
+	Sum *uint32 `cbor:"4,keyasint,omitempty"`
+}
+
+// SumReq asks for the CRC32C of each Block-sized block of [Offset,
+// Offset+Length) of an open file, read from the share's storage; with
+// Uncached, the share first drops the range from its page cache, so that
+// the sums say what is on its disk.
+type SumReq struct {
+	Tok      uint32 `cbor:"1,keyasint"`
+	Handle   uint64 `cbor:"2,keyasint"`
+	Offset   int64  `cbor:"3,keyasint"`
+	Length   int64  `cbor:"4,keyasint"`
+	Block    uint32 `cbor:"5,keyasint"`
+	Uncached bool   `cbor:"6,keyasint,omitempty"`
+}
+
+// SumResp answers SumReq; the last block may be short (end of range or file).
+type SumResp struct {
+	Sums []uint32 `cbor:"1,keyasint"`
+}
+
+// MaxSumLength bounds one SumReq, so that it finishes within a deadline.
+const MaxSumLength = 1 << 30
+
+// GetFileReq reads a whole file of at most Max bytes in one round trip.
+type GetFileReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+	Max  uint32 `cbor:"3,keyasint"`
+}
+
+// GetFileResp carries the file's attributes; its data part holds the
+// content, or its first Max bytes when Whole is false.
+type GetFileResp struct {
+	Attr  Attr `cbor:"1,keyasint"`
+	Whole bool `cbor:"2,keyasint"`
+}
+
+// PutFileReq creates or replaces the file at Path with the request's data
+// part, atomically (readers see the old content or the new, never a part),
+// then sets its modification time (unix ns; 0 leaves it). Sum is as in
+// WriteReq. With Excl, an existing file is an error.
+type PutFileReq struct {
+	Tok   uint32  `cbor:"1,keyasint"`
+	Path  string  `cbor:"2,keyasint"`
+	Mode  uint32  `cbor:"3,keyasint"`
+	Mtime int64   `cbor:"4,keyasint,omitempty"`
+	Sum   *uint32 `cbor:"5,keyasint,omitempty"`
+	Excl  bool    `cbor:"6,keyasint,omitempty"`
 }
 
 // WriteResp answers WriteReq.

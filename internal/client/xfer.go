@@ -1,0 +1,87 @@
+package client
+
+import (
+	"context"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// WriteBlock writes one block of at most wire.MaxData bytes at off. The
+// share checks the data against sum, the CRC32C computed where the data was
+// read, and writes nothing if they differ (wire.CodeCorrupt).
+func (f *File) WriteBlock(ctx context.Context, p []byte, off int64, sum uint32) error {
+	var resp wire.WriteResp
+	_, _, err := f.c.call(ctx, f.loc, wire.OpWrite, func(tok uint32) any {
+		return wire.WriteReq{Tok: tok, Handle: f.handle, Offset: off, Sum: &sum}
+	}, p, &resp, nil, nil, true)
+	if err != nil {
+		return named(err, f.loc)
+	}
+	f.setAttr(resp.Attr)
+	if int(resp.N) != len(p) {
+		return named(wire.Errorf(wire.CodeIO, "short write: %d of %d bytes at %d", resp.N, len(p), off), f.loc)
+	}
+	return nil
+}
+
+// ReadBlock reads at most len(p) (<= wire.MaxData) bytes at off in one
+// request; it returns fewer only at the end of the file.
+func (f *File) ReadBlock(ctx context.Context, p []byte, off int64) (int, error) {
+	n, _, err := f.readChunk(ctx, p, off)
+	return n, err
+}
+
+// Sums returns the CRC32C of each block-sized block of [off, off+length),
+// computed by the share from its storage (with uncached, from its disk
+// rather than its page cache).
+func (f *File) Sums(ctx context.Context, off, length int64, block int, uncached bool) ([]uint32, error) {
+	var out []uint32
+	for length > 0 {
+		n := min(length, wire.MaxSumLength/int64(block)*int64(block))
+		var resp wire.SumResp
+		_, _, err := f.c.call(ctx, f.loc, wire.OpSum, func(tok uint32) any {
+			return wire.SumReq{Tok: tok, Handle: f.handle, Offset: off, Length: n, Block: uint32(block), Uncached: uncached}
+		}, nil, &resp, nil, nil, true)
+		if err != nil {
+			return nil, named(err, f.loc)
+		}
+		out = append(out, resp.Sums...)
+		if int64(len(resp.Sums))*int64(block) < n {
+			break // end of file
+		}
+		off, length = off+n, length-n
+	}
+	return out, nil
+}
+
+// GetFile reads a whole file of at most len(buf) bytes in one round trip.
+// whole is false when the file is larger (data then holds its beginning).
+func (c *Client) GetFile(ctx context.Context, gpath string, buf []byte) (data []byte, a wire.Attr, whole bool, err error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return nil, wire.Attr{}, false, err
+	}
+	var resp wire.GetFileResp
+	data, _, err = c.call(ctx, loc, wire.OpGetFile, func(tok uint32) any {
+		return wire.GetFileReq{Tok: tok, Path: loc.Rel, Max: uint32(min(len(buf), wire.MaxData))}
+	}, nil, &resp, buf, nil, true)
+	if err != nil {
+		return nil, wire.Attr{}, false, named(err, loc)
+	}
+	return data, resp.Attr, resp.Whole, nil
+}
+
+// PutFile creates or replaces a whole file atomically in one round trip,
+// checked against sum (the CRC32C of data at its source) and stamped with
+// mtime (unix ns; 0 for now).
+func (c *Client) PutFile(ctx context.Context, gpath string, data []byte, mode uint32, mtime int64, sum uint32) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpPutFile, func(tok uint32) any {
+		return wire.PutFileReq{Tok: tok, Path: loc.Rel, Mode: mode, Mtime: mtime, Sum: &sum}
+	}, data, &resp, nil, nil, true)
+	return resp.Attr, named(err, loc)
+}

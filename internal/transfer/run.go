@@ -1,0 +1,367 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"pando.dev/pando/internal/client"
+)
+
+// Options tune a transfer.
+type Options struct {
+	Streams   int   // parallel data streams per share (-p); default 4
+	Block     int   // bytes per block; default 1 MiB
+	Rate      int64 // bytes per second over the whole transfer; 0: no cap
+	Recursive bool  // copy directory trees
+	Resume    bool  // continue from the journal / skip files already there
+	Verify    bool  // re-read each destination file from disk and compare
+	Retries   int   // attempts after the first, per file, on transient failures
+	// JournalDir holds the journals of large files (default JournalDir()).
+	JournalDir string
+	// Checkpoint is how often written blocks are made durable and
+	// journaled (default 1s).
+	Checkpoint time.Duration
+	// Grid returns the client for pando:// paths (nil: none allowed).
+	Grid func() (*client.Client, error)
+	// Progress, if set, is called about ten times a second.
+	Progress func(Progress)
+}
+
+// Progress is the state of a running transfer.
+type Progress struct {
+	Files, FilesTotal int64
+	Bytes, BytesTotal int64 // done (moved or found done) and known so far
+	Elapsed           time.Duration
+	Walking           bool // still discovering files
+}
+
+// Summary describes a finished transfer.
+type Summary struct {
+	Files    int64   `json:"files"`
+	Dirs     int64   `json:"dirs"`
+	Bytes    int64   `json:"bytes"`         // size of all files
+	Moved    int64   `json:"bytes_moved"`   // bytes carried in this run
+	Skipped  int64   `json:"bytes_skipped"` // bytes found already at the destination (resumed)
+	Verified int64   `json:"bytes_verified"`
+	Retries  int64   `json:"retries"`
+	Corrupt  int64   `json:"corrupt_blocks"` // blocks sent again after a checksum mismatch
+	Failed   int64   `json:"files_failed"`
+	Seconds  float64 `json:"seconds"`
+	MBps     float64 `json:"mb_per_s"`
+}
+
+// run is one transfer in progress.
+type run struct {
+	o        Options
+	src, dst Endpoint
+	ring     *ring
+	nbuf     int
+	readers  int
+	writers  int
+	small    sync.Pool
+	limiter  *rate.Limiter
+
+	files, dirs, bytes       atomic.Int64
+	filesDone                atomic.Int64
+	moved, skipped, verified atomic.Int64
+	retries, corrupt, failed atomic.Int64
+	walking                  atomic.Bool
+	errMu                    sync.Mutex
+	errs                     []error
+}
+
+func (x *run) limit(ctx context.Context, n int) {
+	if x.limiter != nil {
+		for n > 0 {
+			k := min(n, x.limiter.Burst())
+			// Reserve rather than WaitN: WaitN gives up at once when the
+			// wait would pass ctx's deadline, and the cap would not hold.
+			r := x.limiter.ReserveN(time.Now(), k)
+			t := time.NewTimer(r.Delay())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.Cancel()
+				return
+			case <-t.C:
+			}
+			n -= k
+		}
+	}
+}
+
+func (x *run) failFile(err error) {
+	x.failed.Add(1)
+	x.errMu.Lock()
+	x.errs = append(x.errs, err)
+	x.errMu.Unlock()
+}
+
+// endpoint parses a command-line location: pando://domain/path, an
+// http(s) URL, or a local path.
+func endpoint(o Options, s string) (Endpoint, string, error) {
+	switch {
+	case strings.HasPrefix(s, "pando://"):
+		if o.Grid == nil {
+			return nil, "", fmt.Errorf("%s: no pando client is configured", s)
+		}
+		c, err := o.Grid()
+		if err != nil {
+			return nil, "", err
+		}
+		return grid{c}, path.Clean(cleanGrid(s)), nil
+	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
+		return newWeb(), s, nil
+	}
+	p, err := filepath.Abs(s)
+	return local{}, p, err
+}
+
+func baseOf(p string) string {
+	if i := strings.LastIndexAny(strings.TrimRight(p, "/"), "/"); i >= 0 {
+		p = strings.TrimRight(p, "/")[i+1:]
+	}
+	if j := strings.IndexAny(p, "?#"); j >= 0 {
+		p = p[:j]
+	}
+	return p
+}
+
+// Copy copies srcs to dst, as cp does: several sources, or a source
+// directory, go below dst; a single file may be renamed to dst.
+func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, error) {
+	if o.Streams <= 0 {
+		o.Streams = 4
+	}
+	if o.Block <= 0 {
+		o.Block = 1 << 20
+	}
+	if o.Block > 16<<20 {
+		return Summary{}, fmt.Errorf("a block of %d bytes is larger than the 16 MiB a request may carry", o.Block)
+	}
+	o.Retries = max(o.Retries, 0)
+	if o.JournalDir == "" {
+		o.JournalDir = JournalDir()
+	}
+	if o.Checkpoint <= 0 {
+		o.Checkpoint = time.Second
+	}
+	dep, dp, err := endpoint(o, dst)
+	if err != nil {
+		return Summary{}, err
+	}
+	if _, ok := dep.(web); ok {
+		return Summary{}, errReadOnly
+	}
+	dinfo, derr := dep.Stat(ctx, dp)
+	if derr != nil && !isNotExist(derr) {
+		return Summary{}, derr
+	}
+	intoDir := derr == nil && dinfo.Dir
+	if len(srcs) > 1 && !intoDir {
+		return Summary{}, fmt.Errorf("%s is not a directory: copying %d sources needs a directory to put them in", dst, len(srcs))
+	}
+	start := time.Now()
+	var total Summary
+	for _, s := range srcs {
+		sep, sp, err := endpoint(o, s)
+		if err != nil {
+			return total, err
+		}
+		in, err := sep.Stat(ctx, sp)
+		if err != nil {
+			return total, err
+		}
+		if in.Dir && !o.Recursive {
+			return total, fmt.Errorf("%s is a directory; use -r to copy a tree", s)
+		}
+		target := dp
+		if intoDir {
+			target = dep.Join(dp, baseOf(sp))
+		}
+		x := newRun(o, sep, dep)
+		err = x.copyTop(ctx, sp, target, in, start)
+		add(&total, x.summary())
+		if err != nil {
+			return finish(total, start), err
+		}
+	}
+	return finish(total, start), nil
+}
+
+func finish(s Summary, start time.Time) Summary {
+	s.Seconds = time.Since(start).Seconds()
+	if s.Seconds > 0 {
+		s.MBps = float64(s.Moved) / s.Seconds / 1e6
+	}
+	return s
+}
+
+func add(t *Summary, s Summary) {
+	t.Files += s.Files
+	t.Dirs += s.Dirs
+	t.Bytes += s.Bytes
+	t.Moved += s.Moved
+	t.Skipped += s.Skipped
+	t.Verified += s.Verified
+	t.Retries += s.Retries
+	t.Corrupt += s.Corrupt
+	t.Failed += s.Failed
+}
+
+func remote(e Endpoint) bool { _, l := e.(local); return !l }
+
+func newRun(o Options, src, dst Endpoint) *run {
+	x := &run{o: o, src: src, dst: dst}
+	// Blocks in flight: a few per stream on a network side, two on a disk.
+	x.readers, x.writers = 2, 2
+	if remote(src) {
+		x.readers = 4 * o.Streams
+	}
+	if remote(dst) {
+		x.writers = 4 * o.Streams
+	}
+	x.nbuf = x.readers + x.writers + 4
+	x.ring = newRing(x.nbuf, o.Block, x.nbuf/2)
+	x.small.New = func() any { b := make([]byte, o.Block); return &b }
+	if o.Rate > 0 {
+		x.limiter = rate.NewLimiter(rate.Limit(o.Rate), max(o.Block, int(o.Rate/20)))
+	}
+	return x
+}
+
+func (x *run) summary() Summary {
+	return Summary{Files: x.files.Load(), Dirs: x.dirs.Load(), Bytes: x.bytes.Load(), Moved: x.moved.Load(),
+		Skipped: x.skipped.Load(), Verified: x.verified.Load(), Retries: x.retries.Load(),
+		Corrupt: x.corrupt.Load(), Failed: x.failed.Load()}
+}
+
+// copyTop copies one source (a file or a tree) to target.
+func (x *run) copyTop(ctx context.Context, sp, target string, in Info, start time.Time) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	smallCh := make(chan job, 1024)
+	largeCh := make(chan job, 64)
+	var workers sync.WaitGroup
+	nsmall := 8
+	if remote(x.src) || remote(x.dst) {
+		nsmall = 32 * x.o.Streams
+	}
+	do := func(j job, fn func(context.Context, job) error) {
+		if err := fn(ctx, j); err != nil {
+			x.failFile(err)
+		}
+		x.filesDone.Add(1)
+	}
+	for range nsmall {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range smallCh {
+				do(j, x.copySmall)
+			}
+		}()
+	}
+	workers.Add(1)
+	go func() {
+		defer workers.Done()
+		for j := range largeCh {
+			do(j, x.copyLarge)
+		}
+	}()
+	emit := func(j job) {
+		x.files.Add(1)
+		x.bytes.Add(j.in.Size)
+		if j.in.Size <= int64(x.o.Block) {
+			smallCh <- j
+		} else {
+			largeCh <- j
+		}
+	}
+	stopProgress := x.progress(start)
+	x.walking.Store(true)
+	if in.Dir {
+		var walkers sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		var walk func(sp, dp string, in Info)
+		walk = func(sp, dp string, in Info) {
+			defer walkers.Done()
+			sem <- struct{}{}
+			err := x.dst.Mkdir(ctx, dp, in.Mode)
+			var ents []Entry
+			if err == nil {
+				ents, err = x.src.List(ctx, sp)
+			}
+			<-sem
+			if err != nil {
+				x.failFile(err)
+				return
+			}
+			x.dirs.Add(1)
+			for _, e := range ents {
+				if e.Dir {
+					walkers.Add(1)
+					go walk(x.src.Join(sp, e.Name), x.dst.Join(dp, e.Name), e.Info)
+				} else {
+					emit(job{sp: x.src.Join(sp, e.Name), dp: x.dst.Join(dp, e.Name), in: e.Info})
+				}
+			}
+		}
+		walkers.Add(1)
+		walk(sp, target, in)
+		walkers.Wait()
+	} else {
+		emit(job{sp: sp, dp: target, in: in})
+	}
+	x.walking.Store(false)
+	close(smallCh)
+	close(largeCh)
+	workers.Wait()
+	stopProgress()
+	x.errMu.Lock()
+	defer x.errMu.Unlock()
+	switch len(x.errs) {
+	case 0:
+		return nil
+	case 1:
+		return x.errs[0]
+	}
+	return fmt.Errorf("%d of %d files failed; the first: %w", len(x.errs), x.files.Load(), errors.Join(x.errs[0]))
+}
+
+func (x *run) progress(start time.Time) func() {
+	if x.o.Progress == nil {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	report := func() {
+		x.o.Progress(Progress{Files: x.filesDone.Load(), FilesTotal: x.files.Load(),
+			Bytes: x.moved.Load() + x.skipped.Load(), BytesTotal: x.bytes.Load(),
+			Elapsed: time.Since(start), Walking: x.walking.Load()})
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				report()
+				return
+			case <-t.C:
+				report()
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
+}

@@ -1,0 +1,200 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/testenv"
+)
+
+func opts(t *testing.T, d *testenv.Domain) Options {
+	c, err := client.New(d.Admin, client.Options{Streams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return Options{Streams: 2, Block: 64 << 10, Retries: 3, JournalDir: t.TempDir(),
+		Grid: func() (*client.Client, error) { return c, nil }}
+}
+
+func TestCopyFilesBothWays(t *testing.T) {
+	d := testenv.New(t, "t")
+	root := d.AddShare("data")
+	o := opts(t, d)
+	o.Verify = true
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	testenv.MakeFile(t, big, 3<<20+12345) // not a whole number of blocks
+	small := filepath.Join(dir, "small")
+	os.WriteFile(small, []byte("small file\n"), 0o640)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, nil, 0o644)
+	ctx := context.Background()
+
+	s, err := Copy(ctx, []string{big, small, empty}, "pando://t/data", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Files != 3 || s.Moved != 3<<20+12345+11 || s.Verified != 3<<20+12345 {
+		t.Errorf("summary %+v", s)
+	}
+	for _, n := range []string{"big", "small", "empty"} {
+		testenv.SameFile(t, filepath.Join(dir, n), filepath.Join(root, n))
+		a, _ := os.Stat(filepath.Join(dir, n))
+		b, _ := os.Stat(filepath.Join(root, n))
+		if !a.ModTime().Equal(b.ModTime()) {
+			t.Errorf("%s: mtime %v, source %v", n, b.ModTime(), a.ModTime())
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(root, "small")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("small: mode %v", fi.Mode())
+	}
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "pando-") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+	// And back, under another name.
+	back := filepath.Join(dir, "back")
+	if _, err := Copy(ctx, []string{"pando://t/data/big"}, back, o); err != nil {
+		t.Fatal(err)
+	}
+	testenv.SameFile(t, big, back)
+	// Onto a web source.
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	if _, err := Copy(ctx, []string{srv.URL + "/big"}, "pando://t/data/fromweb", o); err != nil {
+		t.Fatal(err)
+	}
+	testenv.SameFile(t, big, filepath.Join(root, "fromweb"))
+	if _, err := Copy(ctx, []string{big}, srv.URL+"/x", o); err == nil || !strings.Contains(err.Error(), "source only") {
+		t.Errorf("copy to a web server: %v", err)
+	}
+	if _, err := Copy(ctx, []string{dir}, "pando://t/data/d", o); err == nil || !strings.Contains(err.Error(), "-r") {
+		t.Errorf("directory without -r: %v", err)
+	}
+}
+
+func TestCopyTree(t *testing.T) {
+	d := testenv.New(t, "t")
+	root := d.AddShare("data")
+	o := opts(t, d)
+	o.Recursive = true
+	src := filepath.Join(t.TempDir(), "tree")
+	for i := range 300 {
+		p := filepath.Join(src, fmt.Sprintf("d%d", i%7), fmt.Sprintf("e%d", i%3), fmt.Sprintf("f%d", i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, bytes.Repeat([]byte{byte(i)}, i*37), 0o644)
+	}
+	testenv.MakeFile(t, filepath.Join(src, "d0", "large"), 1<<20)
+	ctx := context.Background()
+	s, err := Copy(ctx, []string{src}, "pando://t/data", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Files != 301 || s.Dirs != 1+7+21 {
+		t.Errorf("summary %+v", s)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Copy(ctx, []string{"pando://t/data/tree"}, out, o); err != nil {
+		t.Fatal(err)
+	}
+	filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		rel, _ := filepath.Rel(src, p)
+		if !fi.IsDir() {
+			testenv.SameFile(t, p, filepath.Join(root, "tree", rel))
+			testenv.SameFile(t, p, filepath.Join(out, rel))
+		}
+		return nil
+	})
+	// A second run with --resume finds everything there.
+	o.Resume = true
+	s, err = Copy(ctx, []string{src}, "pando://t/data", o)
+	if err != nil || s.Moved != 0 || s.Skipped != s.Bytes {
+		t.Errorf("resume of a complete tree moved %d bytes, skipped %d of %d: %v", s.Moved, s.Skipped, s.Bytes, err)
+	}
+}
+
+// TestResumeMovesOnlyMissing interrupts a copy (cancelled context), then
+// resumes: the bytes moved the second time are exactly those the journal
+// did not hold.
+func TestResumeMovesOnlyMissing(t *testing.T) {
+	d := testenv.New(t, "t")
+	root := d.AddShare("data")
+	o := opts(t, d)
+	o.Checkpoint = 20 * time.Millisecond
+	o.Rate = 8 << 20 // 8 MB/s: about a second for the file
+	src := filepath.Join(t.TempDir(), "f")
+	size := int64(8<<20 + 777)
+	testenv.MakeFile(t, src, size)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	_, err := Copy(ctx, []string{src}, "pando://t/data/f", o)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("interrupted copy: %v", err)
+	}
+	jp := journalPath(o.JournalDir, src, "pando://t/data/f")
+	_, _, committed, err := ReadJournal(jp)
+	if err != nil || committed == 0 || committed == size {
+		t.Fatalf("journal after interruption: %d of %d committed, %v", committed, size, err)
+	}
+	o.Rate, o.Resume = 0, true
+	s, err := Copy(context.Background(), []string{src}, "pando://t/data/f", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Skipped != committed || s.Moved != size-committed {
+		t.Errorf("resume moved %d and skipped %d; the journal held %d of %d", s.Moved, s.Skipped, committed, size)
+	}
+	testenv.SameFile(t, src, filepath.Join(root, "f"))
+	if _, err := os.Stat(jp); !os.IsNotExist(err) {
+		t.Errorf("journal left after success: %v", err)
+	}
+	// Without --resume, a copy starts over.
+	o.Resume = false
+	s, _ = Copy(context.Background(), []string{src}, "pando://t/data/f", o)
+	if s.Moved != size {
+		t.Errorf("fresh copy moved %d of %d", s.Moved, size)
+	}
+}
+
+func TestRing(t *testing.T) {
+	r := newRing(4, 8, 3)
+	ctx := context.Background()
+	var got [][]byte
+	for range 4 {
+		got = append(got, r.get(ctx))
+	}
+	// Empty: a getter waits until three (the low mark) are free again.
+	ready := make(chan []byte)
+	go func() { ready <- r.get(ctx) }()
+	time.Sleep(20 * time.Millisecond) // let it find the ring empty
+	r.put(got[0])
+	r.put(got[1])
+	select {
+	case <-ready:
+		t.Fatal("a starved reader woke below the low water mark")
+	case <-time.After(50 * time.Millisecond):
+	}
+	r.put(got[2])
+	if b := <-ready; len(b) != 8 {
+		t.Fatalf("buffer of %d bytes", len(b))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	r2 := newRing(1, 8, 1)
+	r2.get(ctx)
+	if r2.get(cctx) != nil {
+		t.Fatal("get on a cancelled context returned a buffer")
+	}
+}
