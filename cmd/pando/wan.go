@@ -22,6 +22,7 @@ func newWanCmd() *cobra.Command {
 		rtt              time.Duration
 		loss             float64
 		buffer           int
+		shared           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "wan --listen ADDR --to ADDR [--rtt 40ms] [--rate 100mbit] [--loss P] [--buffer BYTES]",
@@ -31,7 +32,8 @@ so pando can be tried and benchmarked over a WAN on one machine.
 
 Every connection accepted on --listen is relayed to --to. Each direction is
 delayed by rtt/2 and capped at --rate; the rate applies per direction and per
-connection (connections do not share it). Each direction buffers at most
+connection, unless --shared makes it the capacity of the whole link, shared
+by all connections as flows share a bottleneck. Each direction buffers at most
 --buffer bytes (default: the bandwidth-delay product plus a 25 ms margin, or
 4 MiB at an unlimited rate); when full, the proxy stops reading so TCP
 back-pressure reaches the sender.
@@ -53,7 +55,7 @@ Rates: 100mbit, 1gbit, 200Mbit/s, 56kbit (bits); 10MB/s, 512KiB/s (bytes);
 			if buffer < 0 {
 				return errors.New("wan: --buffer must be >= 0")
 			}
-			p, err := wan.Listen(listen, to, wan.Config{RTT: rtt, Rate: bits, Loss: loss, Buffer: buffer})
+			p, err := wan.Listen(listen, to, wan.Config{RTT: rtt, Rate: bits, Loss: loss, Buffer: buffer, Shared: shared})
 			if err != nil {
 				return err
 			}
@@ -62,8 +64,12 @@ Rates: 100mbit, 1gbit, 200Mbit/s, 56kbit (bits); 10MB/s, 512KiB/s (bytes);
 			if cfg.Loss > 0 {
 				fmt.Fprintf(&extra, ", loss %g", cfg.Loss)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wan: %s -> %s, rtt %v, %s per direction%s, buffer %d bytes\n",
-				p.Addr(), to, cfg.RTT, wan.FormatRate(cfg.Rate), extra.String(), cfg.Buffer)
+			per := "per connection and direction"
+			if cfg.Shared {
+				per = "per direction, shared by all connections"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wan: %s -> %s, rtt %v, %s %s%s, buffer %d bytes\n",
+				p.Addr(), to, cfg.RTT, wan.FormatRate(cfg.Rate), per, extra.String(), cfg.Buffer)
 
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -87,6 +93,7 @@ Rates: 100mbit, 1gbit, 200Mbit/s, 56kbit (bits); 10MB/s, 512KiB/s (bytes);
 	f.StringVar(&rate, "rate", "", "rate per direction per connection, e.g. 100mbit, 1gbit, 10MB/s (empty or 0: unlimited)")
 	f.Float64Var(&loss, "loss", 0, "probability (0..1) that a chunk is delayed by one extra RTT, emulating a retransmission")
 	f.IntVar(&buffer, "buffer", 0, "bytes buffered per direction per connection (0: bandwidth-delay product plus margin)")
+	f.BoolVar(&shared, "shared", false, "all connections share the rate (a link), instead of each having it")
 	cmd.MarkFlagRequired("listen")
 	cmd.MarkFlagRequired("to")
 	return cmd

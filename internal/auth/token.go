@@ -27,6 +27,10 @@ type Token struct {
 	Grants    []Grant   `cbor:"5,keyasint"`
 	Issued    time.Time `cbor:"6,keyasint"`
 	Expires   time.Time `cbor:"7,keyasint"`
+	// Proxy, if set, is the identity of a share that may present the
+	// token on the principal's behalf (a third-party transfer's source
+	// pushing to this token's share).
+	Proxy string `cbor:"8,keyasint,omitempty"`
 }
 
 // Token errors.

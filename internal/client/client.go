@@ -44,7 +44,14 @@ type Client struct {
 	closed   bool
 
 	counts [256]atomic.Uint64 // requests sent, by op
+	data   atomic.Int64       // file data bytes sent and received
+	// fixed: a delegated client, confined to the one target it was given.
+	fixed bool
 }
+
+// DataBytes returns the file data bytes this client sent to and received
+// from shares.
+func (c *Client) DataBytes() int64 { return c.data.Load() }
 
 // Counts returns the requests this client sent, by op name.
 func (c *Client) Counts() map[string]uint64 {
@@ -275,6 +282,12 @@ func (c *Client) target(ctx context.Context, prefix string, force bool) (*target
 	c.mu.Unlock()
 	if t != nil && !force && t.fresh(now) {
 		return t, nil
+	}
+	if c.fixed {
+		if t != nil && now.Before(time.Unix(0, t.Expires)) {
+			return t, nil
+		}
+		return nil, wire.Errorf(wire.CodeTokenExpired, "the token delegated for %s has expired; the transfer's client must ask again", prefix)
 	}
 	var resp wire.ResolveResp
 	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix}, &resp); err != nil {

@@ -204,6 +204,7 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 			c.count(op)
 			out, err = conn.Call(ctx, op, build(tok), data, resp, buf)
 			if err == nil {
+				c.data.Add(int64(len(data) + len(out)))
 				return out, conn, nil
 			}
 		}

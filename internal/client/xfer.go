@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"time"
+
+	"pando.dev/pando/internal/config"
 
 	"pando.dev/pando/internal/wire"
 )
@@ -84,4 +87,62 @@ func (c *Client) PutFile(ctx context.Context, gpath string, data []byte, mode ui
 		return wire.PutFileReq{Tok: tok, Path: loc.Rel, Mode: mode, Mtime: mtime, Sum: &sum}
 	}, data, &resp, nil, nil, true)
 	return resp.Attr, named(err, loc)
+}
+
+// ResolveFor asks the controller for a token for gpath's mount that share
+// proxy may present on this client's behalf (a third-party transfer: the
+// source share writes to the destination with the user's rights).
+func (c *Client) ResolveFor(ctx context.Context, gpath, proxy string) (wire.ResolveResp, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.ResolveResp{}, err
+	}
+	var resp wire.ResolveResp
+	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: loc.Prefix, Proxy: proxy}, &resp); err != nil {
+		return wire.ResolveResp{}, err
+	}
+	if resp.Share == "" {
+		return wire.ResolveResp{}, wire.Errorf(wire.CodeStale, "%s is no longer a mount; try again", loc.Prefix)
+	}
+	return resp, nil
+}
+
+// ShareOf returns the name of the share holding gpath.
+func (c *Client) ShareOf(ctx context.Context, gpath string) (string, error) {
+	loc, err := c.Locate(ctx, gpath)
+	return loc.Share, err
+}
+
+// NewDelegated makes a client that reaches only the share of t, with t's
+// token (delegated to the identity of cfg): it never asks the controller,
+// so it can act with no rights but the ones the token carries.
+func NewDelegated(cfg *config.Config, t wire.ResolveResp, opts Options) (*Client, error) {
+	opts.MountTTL = 100 * 365 * 24 * time.Hour
+	c, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.fixed = true
+	c.mounts = []wire.MountEntry{{Prefix: t.Prefix, Share: t.Share, SharePath: t.SharePath}}
+	c.mountsAt = time.Now()
+	c.targets[t.Prefix] = &target{ResolveResp: t, fetched: time.Now()}
+	return c, nil
+}
+
+// Push asks the share holding src to copy a range of it (or, with
+// req.Whole, all of it) to the destination named in req: a third-party
+// transfer, whose data never passes through this client. req.Tok and
+// req.Path are filled in here.
+func (c *Client) Push(ctx context.Context, src string, req wire.PushReq) ([]uint32, error) {
+	loc, err := c.Locate(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.PushResp
+	_, _, err = c.call(ctx, loc, wire.OpPush, func(tok uint32) any {
+		r := req
+		r.Tok, r.Path = tok, loc.Rel
+		return r
+	}, nil, &resp, nil, nil, false)
+	return resp.Sums, named(err, loc)
 }

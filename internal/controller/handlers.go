@@ -164,6 +164,12 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		ID: newID(), Principal: p.id.String(), Share: best.Share, Root: best.SharePath,
 		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
 	}
+	if r.Proxy != "" {
+		if _, err := get[shareRec](ctx, c.st, pfxShare+r.Proxy); err != nil {
+			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", r.Proxy)
+		}
+		t.Proxy = auth.Identity{Domain: c.keys.domain, Role: auth.RoleShare, Name: r.Proxy}.String()
+	}
 	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: auth.Effective(acls, subj, best.Prefix)})
 	for q := range acls {
 		if q != best.Prefix && under(q, best.Prefix) {

@@ -56,6 +56,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.getFile(req)
 	case wire.OpPutFile:
 		return s.putFile(req)
+	case wire.OpPush:
+		return s.push(ctx, req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "share %s does not serve %s requests", s.cfg.Name, req.Op)
 }
@@ -180,8 +182,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 			return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
 		}
 	}
-	t, err := s.allow(req, r.Tok, r.Path, need)
-	if err != nil {
+	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
 		return rpc.Reply{}, err
 	}
 	// Opening names a file, never a symlink: clients resolve links
@@ -211,7 +212,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if req.Op == wire.OpCreate || r.Flags&wire.OpenTrunc != 0 {
 		s.changed(req, r.Path, parentOf(r.Path))
 	}
-	id := s.addHandle(&handle{f: f, owner: t.Principal, conn: req.Conn, rel: r.Path, flags: r.Flags,
+	id := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), conn: req.Conn, rel: r.Path, flags: r.Flags,
 		writing: osFlags&(os.O_WRONLY|os.O_RDWR) != 0})
 	return rpc.Reply{Msg: wire.OpenResp{Handle: id, Attr: a}}, nil
 }

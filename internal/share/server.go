@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	Log      *slog.Logger
 	// Now is the clock (tests move it); nil means time.Now.
 	Now func() time.Time
+	// Identity is the share's own credentials, with which it reaches
+	// other shares for third-party transfers (nil: it cannot push).
+	Identity *config.Config
 }
 
 // Server serves one exported directory.
@@ -44,6 +48,7 @@ type Server struct {
 	revoked revocations
 	inv     *invTable
 	watch   *watcher
+	peers   peers // delegated clients for third-party pushes
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -110,6 +115,7 @@ func (s *Server) Close() error {
 		s.watch.close()
 	}
 	err := s.rpc.Close()
+	s.closePeers()
 	s.mu.Lock()
 	for id, h := range s.handles {
 		h.f.Close()
@@ -262,7 +268,7 @@ func (s *Server) authenticate(req *rpc.Request) (rpc.Reply, error) {
 	if t.Share != s.cfg.Name {
 		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token is for share %q, not %q", t.Share, s.cfg.Name)
 	}
-	if t.Principal != ss.peer.String() {
+	if t.Principal != ss.peer.String() && (t.Proxy == "" || t.Proxy != ss.peer.String()) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token belongs to %s, but this connection is %s", t.Principal, ss.peer)
 	}
 	if err := s.checkToken(t); err != nil {

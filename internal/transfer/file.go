@@ -74,6 +74,17 @@ func (x *run) copySmall(ctx context.Context, j job) error {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
+		if x.third != nil {
+			err := x.pushSmall(ctx, j)
+			if err == nil || !retryable(err) || attempt >= x.o.Retries {
+				return err
+			}
+			x.retries.Add(1)
+			if err := backoff(ctx, attempt+1); err != nil {
+				return err
+			}
+			continue
+		}
 		data, in, whole, err := x.src.ReadSmall(ctx, j.sp, *buf)
 		if err == nil && !whole {
 			j.in.Size = max(in.Size, int64(len(*buf))+1)
@@ -147,7 +158,12 @@ func (x *run) copyLarge(ctx context.Context, j job) error {
 	}
 	x.skipped.Add(jr.committed())
 	for attempt := 0; ; attempt++ {
-		err := x.pump(ctx, j, jr, part)
+		var err error
+		if x.third != nil {
+			err = x.pushPump(ctx, j, jr, part)
+		} else {
+			err = x.pump(ctx, j, jr, part)
+		}
 		if err == nil {
 			break
 		}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/wire"
 )
 
 // Options tune a transfer.
@@ -32,6 +33,9 @@ type Options struct {
 	Checkpoint time.Duration
 	// Grid returns the client for pando:// paths (nil: none allowed).
 	Grid func() (*client.Client, error)
+	// ViaClient moves data between two pando paths through this client
+	// instead of share to share.
+	ViaClient bool
 	// Progress, if set, is called about ten times a second.
 	Progress func(Progress)
 }
@@ -46,17 +50,21 @@ type Progress struct {
 
 // Summary describes a finished transfer.
 type Summary struct {
-	Files    int64   `json:"files"`
-	Dirs     int64   `json:"dirs"`
-	Bytes    int64   `json:"bytes"`         // size of all files
-	Moved    int64   `json:"bytes_moved"`   // bytes carried in this run
-	Skipped  int64   `json:"bytes_skipped"` // bytes found already at the destination (resumed)
-	Verified int64   `json:"bytes_verified"`
-	Retries  int64   `json:"retries"`
-	Corrupt  int64   `json:"corrupt_blocks"` // blocks sent again after a checksum mismatch
-	Failed   int64   `json:"files_failed"`
-	Seconds  float64 `json:"seconds"`
-	MBps     float64 `json:"mb_per_s"`
+	Files    int64 `json:"files"`
+	Dirs     int64 `json:"dirs"`
+	Bytes    int64 `json:"bytes"`         // size of all files
+	Moved    int64 `json:"bytes_moved"`   // bytes carried in this run
+	Skipped  int64 `json:"bytes_skipped"` // bytes found already at the destination (resumed)
+	Verified int64 `json:"bytes_verified"`
+	Retries  int64 `json:"retries"`
+	Corrupt  int64 `json:"corrupt_blocks"` // blocks sent again after a checksum mismatch
+	Failed   int64 `json:"files_failed"`
+	// ThirdParty: the data moved share to share; ClientData counts the
+	// file data bytes that passed through this client.
+	ThirdParty bool    `json:"third_party"`
+	ClientData int64   `json:"client_data_bytes"`
+	Seconds    float64 `json:"seconds"`
+	MBps       float64 `json:"mb_per_s"`
 }
 
 // run is one transfer in progress.
@@ -69,6 +77,7 @@ type run struct {
 	writers  int
 	small    sync.Pool
 	limiter  *rate.Limiter
+	third    *thirdParty // set for share-to-share copies
 
 	files, dirs, bytes       atomic.Int64
 	filesDone                atomic.Int64
@@ -189,8 +198,22 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 			target = dep.Join(dp, baseOf(sp))
 		}
 		x := newRun(o, sep, dep)
+		var gc *client.Client
+		if g, ok := sep.(grid); ok {
+			gc = g.c
+		} else if g, ok := dep.(grid); ok {
+			gc = g.c
+		}
+		var before int64
+		if gc != nil {
+			before = gc.DataBytes()
+		}
 		err = x.copyTop(ctx, sp, target, in, start)
 		add(&total, x.summary())
+		if gc != nil {
+			total.ClientData += gc.DataBytes() - before
+		}
+		total.ThirdParty = total.ThirdParty || x.third != nil
 		if err != nil {
 			return finish(total, start), err
 		}
@@ -229,6 +252,11 @@ func newRun(o Options, src, dst Endpoint) *run {
 	}
 	if remote(dst) {
 		x.writers = 4 * o.Streams
+	}
+	if s, ok := src.(grid); ok && !o.ViaClient {
+		if _, ok := dst.(grid); ok {
+			x.third = &thirdParty{c: s.c, tokens: make(map[string]wire.ResolveResp)}
+		}
 	}
 	x.nbuf = x.readers + x.writers + 4
 	x.ring = newRing(x.nbuf, o.Block, x.nbuf/2)

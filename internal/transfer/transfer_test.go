@@ -198,3 +198,39 @@ func TestRing(t *testing.T) {
 		t.Fatal("get on a cancelled context returned a buffer")
 	}
 }
+
+// TestThirdParty copies between two shares: the data goes share to share
+// (no file data through the client), with the user's rights, checked.
+func TestThirdParty(t *testing.T) {
+	d := testenv.New(t, "t")
+	a := d.AddShare("a")
+	b := d.AddShare("b")
+	o := opts(t, d)
+	o.Recursive, o.Verify = true, true
+	os.MkdirAll(filepath.Join(a, "tree", "sub"), 0o755)
+	testenv.MakeFile(t, filepath.Join(a, "tree", "big"), 5<<20+3)
+	for i := range 50 {
+		os.WriteFile(filepath.Join(a, "tree", "sub", fmt.Sprint(i)), bytes.Repeat([]byte{byte(i)}, i*100), 0o644)
+	}
+	ctx := context.Background()
+	s, err := Copy(ctx, []string{"pando://t/a/tree"}, "pando://t/b", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ThirdParty || s.ClientData != 0 || s.Files != 51 || s.Moved != s.Bytes || s.Verified != 5<<20+3 {
+		t.Errorf("summary %+v", s)
+	}
+	filepath.Walk(filepath.Join(a, "tree"), func(p string, fi os.FileInfo, err error) error {
+		if !fi.IsDir() {
+			rel, _ := filepath.Rel(a, p)
+			testenv.SameFile(t, p, filepath.Join(b, rel))
+		}
+		return nil
+	})
+	// The same through the client, for contrast.
+	o.ViaClient = true
+	s, err = Copy(ctx, []string{"pando://t/a/tree/big"}, "pando://t/b/big2", o)
+	if err != nil || s.ThirdParty || s.ClientData < 2*(5<<20) {
+		t.Errorf("copy via the client: %+v %v", s, err)
+	}
+}

@@ -27,9 +27,8 @@ type link struct {
 	dst  net.Conn
 	sent *atomic.Int64 // Proxy byte counter for this direction
 
-	// Reader-only link clock.
-	serEnd      time.Time // when the link finishes serialising the last chunk
-	lastDeliver time.Time // deliverAt of the last chunk (order is kept)
+	clock       *pacer    // serialisation: this connection's, or the link's
+	lastDeliver time.Time // deliverAt of the last chunk (order is kept; reader only)
 
 	mu       sync.Mutex
 	q        []chunk // FIFO, deliverAt non-decreasing
@@ -40,9 +39,13 @@ type link struct {
 	notFull  chan struct{}
 }
 
-func newLink(p *Proxy, c *conn, src, dst net.Conn, sent *atomic.Int64) *link {
+func newLink(p *Proxy, c *conn, src, dst net.Conn, sent *atomic.Int64, shared *pacer) *link {
+	clock := &pacer{}
+	if p.cfg.Shared {
+		clock = shared
+	}
 	return &link{
-		p: p, c: c, src: src, dst: dst, sent: sent,
+		p: p, c: c, src: src, dst: dst, sent: sent, clock: clock,
 		notEmpty: make(chan struct{}, 1),
 		notFull:  make(chan struct{}, 1),
 	}
@@ -58,16 +61,7 @@ func signal(ch chan struct{}) {
 // schedule returns when a chunk of n bytes read at time t leaves the link.
 func (l *link) schedule(t time.Time, n int) time.Time {
 	cfg := &l.p.cfg
-	start := t.Add(cfg.RTT / 2)
-	if l.serEnd.After(start) {
-		start = l.serEnd
-	}
-	end := start
-	if cfg.Rate > 0 {
-		end = start.Add(time.Duration(int64(n) * 8 * int64(time.Second) / cfg.Rate))
-	}
-	l.serEnd = end
-	at := end
+	at := l.clock.next(t.Add(cfg.RTT/2), n, cfg.Rate)
 	if cfg.Loss > 0 && rand.Float64() < cfg.Loss {
 		// "Lost": the retransmission arrives one RTT later. The link keeps
 		// serialising what follows (as TCP with SACK does), but in-order

@@ -17,8 +17,12 @@ type Config struct {
 	// RTT is the round-trip time; each direction delays data by RTT/2.
 	RTT time.Duration
 	// Rate is the capacity of each direction of each connection, in bits
-	// per second; 0 means unlimited. Connections do not share a rate.
+	// per second; 0 means unlimited. Connections do not share a rate
+	// unless Shared is set.
 	Rate int64
+	// Shared makes Rate the capacity of the whole link: all connections
+	// share it, per direction, as flows share a WAN bottleneck.
+	Shared bool
 	// Loss is the probability (0..1) that a chunk is "lost" and arrives one
 	// RTT late, holding up everything behind it (no effect when RTT is 0).
 	// See the package comment.
@@ -108,6 +112,30 @@ type Proxy struct {
 	conns64, active, dialErrors atomic.Int64
 	up, down                    atomic.Int64
 	buffered, peak              atomic.Int64
+	upClock, downClock          pacer // the link's clocks, when Shared
+}
+
+// pacer is a serialisation clock: when the link finishes sending what it
+// was given so far.
+type pacer struct {
+	mu     sync.Mutex
+	serEnd time.Time
+}
+
+// next reserves the link for n bytes from start on, and returns when they
+// are through.
+func (pc *pacer) next(start time.Time, n int, rate int64) time.Time {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.serEnd.After(start) {
+		start = pc.serEnd
+	}
+	end := start
+	if rate > 0 {
+		end = start.Add(time.Duration(int64(n) * 8 * int64(time.Second) / rate))
+	}
+	pc.serEnd = end
+	return end
 }
 
 // Listen starts a proxy on listenAddr (host:port, port 0 for any) relaying
@@ -283,8 +311,8 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 
-	up := newLink(p, c, client, server, &p.up)
-	down := newLink(p, c, server, client, &p.down)
+	up := newLink(p, c, client, server, &p.up, &p.upClock)
+	down := newLink(p, c, server, client, &p.down, &p.downClock)
 	c.wg.Add(4)
 	go up.read()
 	go up.write()

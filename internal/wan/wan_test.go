@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -599,5 +600,39 @@ func BenchmarkDirectThroughput(b *testing.B) {
 	c.CloseWrite()
 	if n := <-done; n != sent {
 		b.Fatalf("sink got %d bytes, sent %d", n, sent)
+	}
+}
+
+// TestSharedRate: with Shared, four connections together get the link's
+// rate (within 10%), not four times it.
+func TestSharedRate(t *testing.T) {
+	const size = 4 << 20
+	const rate = 200e6
+	var total atomic.Int64
+	sink := startServer(t, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		n, _ := io.Copy(io.Discard, c)
+		total.Add(n)
+	})
+	p := startProxy(t, sink.addr(), Config{RTT: 4 * time.Millisecond, Rate: rate, Shared: true})
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(t, p.Addr())
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			c.Write(make([]byte, size))
+			c.CloseWrite()
+			io.Copy(io.Discard, c)
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	got := float64(4*size*8) / time.Since(t0).Seconds()
+	t.Logf("four connections together: %s (cap %s)", FormatRate(int64(got)), FormatRate(rate))
+	if got > rate*1.1 || got < rate*0.8 {
+		t.Errorf("four connections moved %s through a shared link of %s", FormatRate(int64(got)), FormatRate(rate))
 	}
 }

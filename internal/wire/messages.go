@@ -42,6 +42,7 @@ const (
 	OpSum     Op = 40 // SumReq -> SumResp: CRC32C of each block of an open file, computed at the share
 	OpGetFile Op = 41 // GetFileReq -> GetFileResp + data: a whole small file in one round trip
 	OpPutFile Op = 42 // PutFileReq + data -> AttrResp: create or replace a whole small file atomically
+	OpPush    Op = 43 // PushReq -> PushResp: third-party transfer, this share writes to another
 )
 
 // Consistency operations (60..79).
@@ -71,7 +72,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv",
-	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile",
+	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
@@ -90,7 +91,7 @@ func (o Op) String() string {
 func (o Op) Idempotent() bool {
 	switch o {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv,
-		OpSum, OpGetFile, OpPutFile,
+		OpSum, OpGetFile, OpPutFile, OpPush,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
 		return true
 	}
@@ -254,6 +255,36 @@ type SumResp struct {
 // MaxSumLength bounds one SumReq, so that it finishes within a deadline.
 const MaxSumLength = 1 << 30
 
+// PushReq makes the share copy [Offset, Offset+Length) of its file Path to
+// DestPath (a global path under Dest.Prefix) at the share of Dest, whose
+// token was delegated to this share: third-party transfer, the data moves
+// between the shares only. The destination file must exist (a partial
+// file the client created); with Whole, the share instead writes the whole
+// file, which must fit in one request, atomically (as putfile) with Mode
+// and Mtime. Window blocks are in flight at once over Streams data
+// channels; with Sync, the destination syncs the range before the reply.
+type PushReq struct {
+	Tok      uint32      `cbor:"1,keyasint"`
+	Path     string      `cbor:"2,keyasint"`
+	Offset   int64       `cbor:"3,keyasint"`
+	Length   int64       `cbor:"4,keyasint"`
+	Block    uint32      `cbor:"5,keyasint"`
+	Dest     ResolveResp `cbor:"6,keyasint"`
+	DestPath string      `cbor:"7,keyasint"`
+	Streams  int         `cbor:"8,keyasint,omitempty"`
+	Window   int         `cbor:"9,keyasint,omitempty"`
+	Whole    bool        `cbor:"10,keyasint,omitempty"`
+	Mode     uint32      `cbor:"11,keyasint,omitempty"`
+	Mtime    int64       `cbor:"12,keyasint,omitempty"`
+	Sync     bool        `cbor:"13,keyasint,omitempty"`
+}
+
+// PushResp carries the CRC32C of each block pushed, computed from the
+// source's reads (the destination checked each against its data).
+type PushResp struct {
+	Sums []uint32 `cbor:"1,keyasint"`
+}
+
 // GetFileReq reads a whole file of at most Max bytes in one round trip.
 type GetFileReq struct {
 	Tok  uint32 `cbor:"1,keyasint"`
@@ -357,6 +388,9 @@ type StatFSResp struct {
 // ResolveReq asks the controller where a global path lives and for a token.
 type ResolveReq struct {
 	Path string `cbor:"1,keyasint"`
+	// Proxy names a share that may present the token on the caller's
+	// behalf (for a third-party transfer from that share).
+	Proxy string `cbor:"2,keyasint,omitempty"`
 }
 
 // ResolveResp maps a global path to a share. If the path is above every

@@ -1,0 +1,181 @@
+package share
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// Third-party transfer: a client steers, this share reads its file and
+// writes it to another share with a token the client had delegated to it.
+// The destination checks every block against the CRC32C this share
+// computed when it read the block.
+
+// peers pools delegated clients by token, so that the pushes of one
+// transfer share connections; idle ones are closed.
+type peers struct {
+	mu sync.Mutex
+	m  map[string]*peer
+}
+
+type peer struct {
+	c    *client.Client
+	used time.Time
+	busy int
+}
+
+const peerIdle = time.Minute
+
+func (s *Server) peer(t wire.ResolveResp, streams int) (*peer, error) {
+	if s.cfg.Identity == nil {
+		return nil, wire.Errorf(wire.CodeNotSupp, "share %s has no identity of its own to reach other shares with", s.cfg.Name)
+	}
+	key := string(t.Token)
+	p := &s.peers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[string]*peer)
+	}
+	now := time.Now()
+	for k, q := range p.m {
+		if q.busy == 0 && now.Sub(q.used) > peerIdle {
+			q.c.Close()
+			delete(p.m, k)
+		}
+	}
+	if q := p.m[key]; q != nil {
+		q.busy++
+		return q, nil
+	}
+	c, err := client.NewDelegated(s.cfg.Identity, t, client.Options{Streams: max(1, min(streams, 16))})
+	if err != nil {
+		return nil, err
+	}
+	q := &peer{c: c, busy: 1}
+	p.m[key] = q
+	return q, nil
+}
+
+func (s *Server) release(q *peer) {
+	s.peers.mu.Lock()
+	q.busy--
+	q.used = time.Now()
+	s.peers.mu.Unlock()
+}
+
+func (s *Server) closePeers() {
+	s.peers.mu.Lock()
+	defer s.peers.mu.Unlock()
+	for k, q := range s.peers.m {
+		q.c.Close()
+		delete(s.peers.m, k)
+	}
+}
+
+func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.PushReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if _, err := s.allow(req, r.Tok, r.Path, auth.Read); err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Block == 0 || r.Block > wire.MaxData || r.Offset < 0 || r.Length < 0 || r.Length > wire.MaxSumLength {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "push of %d bytes at %d in blocks of %d: out of bounds", r.Length, r.Offset, r.Block)
+	}
+	f, err := s.root.OpenFile(r.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+	}
+	defer f.Close()
+	q, err := s.peer(r.Dest, r.Streams)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	defer s.release(q)
+	if r.Whole {
+		a, err := fileAttr(f)
+		if err != nil {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+		if a.Size > int64(r.Block) {
+			return rpc.Reply{}, wire.Errorf(wire.CodeFileTooBig, "/%s: %d bytes do not fit in one block of %d; push it in ranges", r.Path, a.Size, r.Block)
+		}
+		buf := make([]byte, a.Size)
+		n, err := f.ReadAt(buf, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		}
+		sum := wire.CRC(buf[:n])
+		if _, err := q.c.PutFile(ctx, r.DestPath, buf[:n], r.Mode, r.Mtime, sum); err != nil {
+			return rpc.Reply{}, err
+		}
+		return rpc.Reply{Msg: wire.PushResp{Sums: []uint32{sum}}}, nil
+	}
+	dst, err := q.c.Open(ctx, r.DestPath, wire.OpenWrite)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	defer dst.Close(context.WithoutCancel(ctx))
+	nblocks := int((r.Length + int64(r.Block) - 1) / int64(r.Block))
+	sums := make([]uint32, nblocks)
+	sem := make(chan struct{}, max(1, min(r.Window, 64)))
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for i := range nblocks {
+		sem <- struct{}{}
+		mu.Lock()
+		stop := first != nil
+		mu.Unlock()
+		if stop {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			off := r.Offset + int64(i)*int64(r.Block)
+			buf := make([]byte, min(int64(r.Block), r.Offset+r.Length-off))
+			n, err := f.ReadAt(buf, off)
+			if err == nil || errors.Is(err, io.EOF) && n == len(buf) {
+				sums[i] = wire.CRC(buf)
+				err = dst.WriteBlock(ctx, buf, off, sums[i])
+			} else if err == nil || errors.Is(err, io.EOF) {
+				err = wire.Errorf(wire.CodeInvalid, "/%s shrank while being pushed (%d bytes at %d)", r.Path, n, off)
+			} else {
+				err = toWire(req.Op, r.Path, err)
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return rpc.Reply{}, first
+	}
+	if r.Sync {
+		if err := dst.Sync(ctx); err != nil {
+			return rpc.Reply{}, err
+		}
+	}
+	return rpc.Reply{Msg: wire.PushResp{Sums: sums}}, nil
+}
