@@ -21,6 +21,7 @@ func newCpCmd(g *cli.Globals) *cobra.Command {
 	var (
 		o                  transfer.Options
 		block, rateS, jout string
+		protection         string
 	)
 	cmd := &cobra.Command{
 		Use:   "cp [-r] [-p N] SRC... DST",
@@ -61,6 +62,11 @@ summary.`,
 				}
 				o.Rate = bits / 8
 			}
+			switch protection {
+			case "private", "safe", "clear":
+			default:
+				return cli.Usagef("--protection %q: choose private (encrypted), safe (authenticated, not encrypted) or clear", protection)
+			}
 			if o.Streams < 1 || o.Streams > 64 {
 				return cli.Usagef("-p %d: give from 1 to 64 parallel streams", o.Streams)
 			}
@@ -77,7 +83,7 @@ summary.`,
 						cerr = err
 						return
 					}
-					c, cerr = client.New(cfg, client.Options{Streams: o.Streams})
+					c, cerr = client.New(cfg, client.Options{Streams: o.Streams, Protection: protection})
 				})
 				return c, cerr
 			}
@@ -116,6 +122,7 @@ summary.`,
 	f.BoolVar(&o.Resume, "resume", false, "continue an interrupted copy: move only the blocks and files not yet at the destination")
 	f.BoolVar(&o.Verify, "verify", false, "after copying, re-read each destination file from its disk and compare it with the source")
 	f.IntVar(&o.Retries, "retries", 5, "attempts per file after a transient failure (dropped connection, restarting share)")
+	f.StringVar(&protection, "protection", "private", "data channel protection: private (TLS, encrypted), safe (authenticated and integrity-checked, not encrypted), clear (authenticated set-up only); the share must allow it")
 	f.StringVar(&jout, "json", "", "write a JSON summary to this file (- for standard output)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,11 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 				rc.StateDir = filepath.Join(filepath.Dir(config.DefaultPath()), "shares")
 			}
 			rc.Log = g.Logger()
+			for _, p := range rc.Protection {
+				if !slices.Contains(share.Protections, p) {
+					return cli.Usagef("--protection %q: choose from private, safe and clear", p)
+				}
+			}
 			s, err := share.Start(cmd.Context(), rc)
 			if err != nil {
 				return err
@@ -84,6 +90,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 	cmd.Flags().StringVar(&rc.Advertise, "advertise", "", "address others dial (for NAT, firewalls, pando wan; default the listen address)")
 	cmd.Flags().StringVar(&rc.StateDir, "state", "", "where the share keeps its certificate (default next to the client configuration)")
 	cmd.Flags().StringVar(&rc.Controller, "controller", "", "controller address (default: from the configuration)")
+	cmd.Flags().StringSliceVar(&rc.Protection, "protection", []string{"private", "safe"}, "data channel protections clients may use: private (TLS), safe (authenticated, not encrypted), clear (authenticated set-up only)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List the shares registered with the controller",

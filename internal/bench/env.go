@@ -35,8 +35,12 @@ type Env struct {
 }
 
 // NewEnv starts a controller of domain "bench" in a new temporary folder.
-func NewEnv(ctx context.Context) (*Env, error) {
-	dir, err := os.MkdirTemp("", "pando-bench-")
+func NewEnv(ctx context.Context) (*Env, error) { return NewEnvIn(ctx, "") }
+
+// NewEnvIn is NewEnv with the folder below base (e.g. /dev/shm, to keep
+// everything in memory).
+func NewEnvIn(ctx context.Context, base string) (*Env, error) {
+	dir, err := os.MkdirTemp(base, "pando-bench-")
 	if err != nil {
 		return nil, err
 	}

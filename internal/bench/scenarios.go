@@ -50,6 +50,7 @@ func Scenarios() []Scenario {
 		{"contention", "N processes open one remote file at once: time and bytes fetched (GASS)", runContention},
 		{"wan", "cold read and write through the WAN emulator at several RTTs, beside the raw link", runWAN},
 		{"make", "compile-like metadata workload per consistency mode, with RPC counts by kind", runMake},
+		{"transfer", "pando cp memory-to-memory and disk-to-disk, 1 and 4 streams, by RTT, beside the raw link, Go's TLS and globus-url-copy; 10,000 small files", runTransfer},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
 	}
 }
@@ -342,6 +343,21 @@ func runContention(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
+// sendBytes accepts one connection on ln and sends it size bytes.
+func sendBytes(ln net.Listener, size int64) {
+	c, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	buf := make([]byte, 1<<20)
+	for sent := int64(0); sent < size; sent += int64(len(buf)) {
+		if _, err := c.Write(buf[:min(int64(len(buf)), size-sent)]); err != nil {
+			return
+		}
+	}
+}
+
 // rawLink measures a plain TCP stream of size bytes through a proxy with
 // the same settings: the reference for WAN figures.
 func rawLink(cfg wan.Config, size int64) (float64, error) {
@@ -350,19 +366,7 @@ func rawLink(cfg wan.Config, size int64) (float64, error) {
 		return 0, err
 	}
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1<<20)
-		for sent := int64(0); sent < size; sent += int64(len(buf)) {
-			if _, err := c.Write(buf[:min(int64(len(buf)), size-sent)]); err != nil {
-				return
-			}
-		}
-	}()
+	go sendBytes(ln, size)
 	px, err := wan.Listen("127.0.0.1:0", ln.Addr().String(), cfg)
 	if err != nil {
 		return 0, err

@@ -21,6 +21,10 @@ import (
 type Options struct {
 	// Streams is the number of data channels per share (default 2).
 	Streams int
+	// Protection of the data channels: "private" (TLS, the default),
+	// "safe" (authenticated, not encrypted) or "clear" (authenticated
+	// set-up only), if the share allows it.
+	Protection string
 	// MountTTL is how long the mount table is trusted (default 5s).
 	MountTTL time.Duration
 	// Session names this client's invalidation session at shares (an

@@ -98,6 +98,35 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrUnreachable) true.
 func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
 
+// dialPlain opens a data channel without TLS ("safe" or "clear") with a
+// ticket from the control channel, at the address the control channel
+// reached.
+func (s *shareConn) dialPlain(ctx context.Context, t *target) (*rpc.Conn, error) {
+	ctl, err := s.conn(ctx, t, false)
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.TicketResp
+	s.c.count(wire.OpTicket)
+	if _, err := ctl.Call(ctx, wire.OpTicket, wire.TicketReq{Protection: s.c.opts.Protection}, nil, &resp, nil); err != nil {
+		return nil, err
+	}
+	st, _ := ctl.ConnectionState()
+	key, err := rpc.ChannelKey(&st, resp.Ticket)
+	if err != nil {
+		return nil, err
+	}
+	ch := wire.ChannelDataSafe
+	if s.c.opts.Protection == "clear" {
+		ch = wire.ChannelDataClear
+	}
+	conn, err := rpc.DialPlain(ctx, ctl.Addr(), ch, resp.Ticket, key)
+	if err != nil {
+		return nil, &UnreachableError{Share: s.name, Err: err}
+	}
+	return conn, nil
+}
+
 // conn returns the control channel, or data channel i when data is set.
 func (s *shareConn) conn(ctx context.Context, t *target, data bool) (*rpc.Conn, error) {
 	s.mu.Lock()
@@ -120,7 +149,13 @@ func (s *shareConn) conn(ctx context.Context, t *target, data bool) (*rpc.Conn, 
 	if data {
 		ch = wire.ChannelData
 	}
-	conn, err := s.dial(ctx, t, ch)
+	var conn *rpc.Conn
+	var err error
+	if data && s.c.opts.Protection != "" && s.c.opts.Protection != "private" {
+		conn, err = s.dialPlain(ctx, t)
+	} else {
+		conn, err = s.dial(ctx, t, ch)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (d *domain) shareVia(name, listen, advertise string) {
 		os.MkdirAll(d.roots[name], 0o755)
 	}
 	p, _ := start(d.t, `share \S+ exporting`, nil, "share", "--config", d.admin, "--root", d.roots[name], "--name", name,
-		"--listen", listen, "--advertise", advertise, "--state", filepath.Join(d.dir, "share-state"))
+		"--listen", listen, "--advertise", advertise, "--state", filepath.Join(d.dir, "share-state"), "--protection", "private,safe,clear")
 	d.shares[name] = p
 }
 
@@ -174,28 +174,31 @@ func newCorrupter(t *testing.T, to string, after int64, n int32) *corrupter {
 	return c
 }
 
-// TestCopyCorruptBlock damages the stream from the share: the damage is
-// detected, the block fetched again, and the copy comes out whole.
+// TestCopyCorruptBlock damages the stream from the share, under each data
+// channel protection: the damage is detected (TLS or the record MAC refuse
+// it and the connection drops; in clear, the frame's CRC32C), the block is
+// fetched again, and the copy comes out whole.
 func TestCopyCorruptBlock(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	d := newDomain(t, "c")
 	listen := testenv.FreePort(t)
-	cr := newCorrupter(t, listen, 3<<20, 2)
+	cr := newCorrupter(t, listen, 3<<20, 0)
 	d.shareVia("data", listen, cr.ln.Addr().String())
 	d.pando(d.admin, "ns", "mount", "/c/data", "data").ok()
 	src := filepath.Join(d.roots["data"], "f")
 	if err := pattern.WriteFile(src, 16<<20); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	js := filepath.Join(dir, "s.json")
-	d.pando(d.admin, "cp", "--json", js, "-p", "2", "pando://c/data/f", filepath.Join(dir, "f")).ok()
-	testenv.SameFile(t, src, filepath.Join(dir, "f"))
-	// The copy is whole although bytes were flipped on the way: the damage
-	// was detected (TLS refuses the record, the connection drops) and the
-	// blocks were fetched again.
-	if cr.flips.Load() == 0 {
-		t.Errorf("the corrupter damaged nothing; summary %+v", cpSummary(t, js))
+	for _, prot := range []string{"private", "safe", "clear"} {
+		before := cr.flips.Load()
+		cr.n.Store(2)
+		dir := t.TempDir()
+		js := filepath.Join(dir, "s.json")
+		d.pando(d.admin, "cp", "--json", js, "-p", "2", "--protection", prot, "pando://c/data/f", filepath.Join(dir, "f")).ok()
+		testenv.SameFile(t, src, filepath.Join(dir, "f"))
+		if cr.flips.Load() == before {
+			t.Errorf("%s: the corrupter damaged nothing; summary %+v", prot, cpSummary(t, js))
+		}
 	}
 }
 

@@ -50,11 +50,30 @@ type call struct {
 
 // Dial connects to addr, performs the TLS handshake and exchanges prefaces.
 func Dial(ctx context.Context, addr string, conf *tls.Config, channel byte) (*Conn, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
+	ctx, cancel := dialContext(ctx)
+	defer cancel()
+	raw, err := dialTCP(ctx, addr)
+	if err != nil {
+		return nil, err
 	}
+	tc := tls.Client(raw, conf)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, &HandshakeError{Addr: addr, Err: err}
+	}
+	return newConn(ctx, tc, addr, channel)
+}
+
+// dialContext bounds a connection set-up that has no deadline yet.
+func dialContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, 15*time.Second)
+}
+
+// dialTCP connects to addr with keep-alives and without Nagle's delay.
+func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{KeepAlive: 30 * time.Second}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -63,12 +82,7 @@ func Dial(ctx context.Context, addr string, conf *tls.Config, channel byte) (*Co
 	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	tc := tls.Client(raw, conf)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		raw.Close()
-		return nil, &HandshakeError{Addr: addr, Err: err}
-	}
-	return newConn(ctx, tc, addr, channel)
+	return raw, nil
 }
 
 // HandshakeError reports a failed TLS handshake; callers explain it.

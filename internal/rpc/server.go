@@ -80,6 +80,10 @@ type Server struct {
 	Log     *slog.Logger
 	// MaxInFlight bounds concurrent requests per connection (default 64).
 	MaxInFlight int
+	// Sniff: Serve gets a plain TCP listener; connections that open with
+	// a TLS handshake get TLS, the others must be plain data channels
+	// (see DialPlain), which Hooks.Opened admits by their ticket.
+	Sniff bool
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -95,6 +99,8 @@ type ServerConn struct {
 	Channel byte
 	// State belongs to the role's hooks.
 	State any
+	// Ticket and Proof open a plain data channel (empty otherwise).
+	Ticket, Proof []byte
 
 	wmu     sync.Mutex
 	ctx     context.Context
@@ -197,23 +203,56 @@ func (s *Server) handle(nc net.Conn) {
 		_ = tc.SetNoDelay(true)
 	}
 	_ = nc.SetDeadline(time.Now().Add(15 * time.Second))
+	plain := false
+	if _, ok := nc.(*tls.Conn); !ok && s.Sniff {
+		sc := &sniffed{Conn: nc, r: bufio.NewReader(nc)}
+		first, err := sc.r.Peek(1)
+		if err != nil {
+			return
+		}
+		if first[0] == 0x16 { // a TLS handshake record
+			nc = tls.Server(sc, s.TLS)
+		} else {
+			nc, plain = sc, true
+		}
+	}
 	if tc, ok := nc.(*tls.Conn); ok {
 		if err := tc.Handshake(); err != nil {
 			s.Log.Info("TLS handshake refused", "peer", nc.RemoteAddr().String(), "err", err)
 			return
 		}
 	}
-	if _, err := nc.Write(wire.EncodePreface(wire.Preface{Version: wire.Version})); err != nil {
-		return
+	var p wire.Preface
+	var ticket, proof []byte
+	if plain {
+		// The client speaks first: preface, ticket, proof. The share
+		// answers with its preface only once the ticket is accepted.
+		var err error
+		if p, err = wire.ReadPreface(nc); err != nil || !IsPlain(p.Channel) {
+			s.Log.Info("connection without TLS refused", "peer", nc.RemoteAddr().String(), "err", err)
+			return
+		}
+		open := make([]byte, TicketSize+ProofSize)
+		if _, err := io.ReadFull(nc, open); err != nil {
+			return
+		}
+		ticket, proof = open[:TicketSize], open[TicketSize:]
+	} else {
+		if _, err := nc.Write(wire.EncodePreface(wire.Preface{Version: wire.Version})); err != nil {
+			return
+		}
+		var err error
+		if p, err = wire.ReadPreface(nc); err != nil {
+			s.Log.Info("connection refused", "peer", nc.RemoteAddr().String(), "err", err)
+			return
+		}
+		if IsPlain(p.Channel) {
+			return // a plain channel's preface inside TLS: confused peer
+		}
 	}
-	p, err := wire.ReadPreface(nc)
-	if err != nil {
-		s.Log.Info("connection refused", "peer", nc.RemoteAddr().String(), "err", err)
-		return
-	}
-	_ = nc.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &ServerConn{srv: s, nc: nc, Channel: p.Channel, ctx: ctx, cancel: cancel, running: make(map[uint32]context.CancelFunc)}
+	c := &ServerConn{srv: s, nc: nc, Channel: p.Channel, ctx: ctx, cancel: cancel, running: make(map[uint32]context.CancelFunc),
+		Ticket: ticket, Proof: proof}
 	defer cancel()
 	s.mu.Lock()
 	select {
@@ -229,13 +268,30 @@ func (s *Server) handle(nc net.Conn) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+	if plain && s.Hooks == nil {
+		return // nobody to check the ticket
+	}
 	if s.Hooks != nil {
 		if err := s.Hooks.Opened(c); err != nil {
-			_ = c.writeError(0, 0, wire.FromError(err))
+			if !plain {
+				_ = c.writeError(0, 0, wire.FromError(err))
+			}
+			s.Log.Info("connection refused", "peer", nc.RemoteAddr().String(), "err", err)
 			return
 		}
 		defer s.Hooks.Closed(c)
 	}
+	if plain {
+		if _, err := nc.Write(wire.EncodePreface(wire.Preface{Version: wire.Version})); err != nil {
+			return
+		}
+		if p.Channel == wire.ChannelDataSafe {
+			if _, ok := c.nc.(*macConn); !ok {
+				return // Opened must have turned authentication on
+			}
+		}
+	}
+	_ = nc.SetDeadline(time.Time{})
 	c.serve()
 }
 

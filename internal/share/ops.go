@@ -58,6 +58,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.putFile(req)
 	case wire.OpPush:
 		return s.push(ctx, req)
+	case wire.OpTicket:
+		return s.issueTicket(req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "share %s does not serve %s requests", s.cfg.Name, req.Op)
 }

@@ -3,7 +3,6 @@ package share
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +31,8 @@ type RunConfig struct {
 	// afterwards the share uses its own certificate.
 	Credentials *config.Config
 	Log         *slog.Logger
+	// Protection lists the data channel protections allowed (see Config).
+	Protection []string
 }
 
 // Running is a started share.
@@ -91,7 +92,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		return nil, err
 	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root,
-		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id})
+		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()
@@ -109,7 +110,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	}
 	go func() {
 		defer close(r.done)
-		if err := srv.ServeConns(tls.NewListener(ln, srv.cfg.TLS)); err != nil {
+		if err := srv.ServeConns(ln); err != nil {
 			rc.Log.Error("share stopped serving", "share", rc.Name, "err", err)
 		}
 	}()

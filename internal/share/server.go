@@ -34,6 +34,9 @@ type Config struct {
 	// Identity is the share's own credentials, with which it reaches
 	// other shares for third-party transfers (nil: it cannot push).
 	Identity *config.Config
+	// Protection lists the data channel protections clients may ask for:
+	// "private" (TLS), "safe", "clear". Empty means private and safe.
+	Protection []string
 }
 
 // Server serves one exported directory.
@@ -49,6 +52,7 @@ type Server struct {
 	inv     *invTable
 	watch   *watcher
 	peers   peers // delegated clients for third-party pushes
+	tickets map[string]*ticket
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -97,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
 	s.inv = newInvTable(cfg.Now)
-	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64}
+	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
 	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {
 		cfg.Log.Warn("changes made directly in the exported directory will be noticed only by revalidation", "err", err)
 	} else {
@@ -106,7 +110,9 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeConns accepts connections on ln (already a TLS listener) until Close.
+// ServeConns accepts connections on ln until Close: TLS connections, and
+// data channels without TLS that present a ticket (see protect.go). ln may
+// also be a TLS listener, which admits TLS only.
 func (s *Server) ServeConns(ln net.Listener) error { return s.rpc.Serve(ln) }
 
 // Close stops serving, closes every handle and the root.
@@ -177,6 +183,9 @@ func (s *Server) Counts() map[string]uint64 {
 
 // Opened identifies the peer of a new connection.
 func (s *Server) Opened(c *rpc.ServerConn) error {
+	if rpc.IsPlain(c.Channel) {
+		return s.openPlain(c)
+	}
 	id, cert, err := auth.PeerIdentity(c.TLSState())
 	if err != nil {
 		return wire.Errorf(wire.CodeTokenInvalid, "the share cannot identify your certificate: %v", err)

@@ -24,8 +24,10 @@ type Domain struct {
 	Admin  *config.Config
 	Roots  map[string]string
 	Shares map[string]*share.Running
-	dir    string
-	tb     testing.TB
+	// Protection is passed to shares added from now on.
+	Protection []string
+	dir        string
+	tb         testing.TB
 }
 
 // New starts a controller for domain name in a temporary directory.
@@ -68,7 +70,7 @@ func (d *Domain) AddShareAt(name, listen, advertise string) string {
 		d.tb.Fatal(err)
 	}
 	s, err := share.Start(context.Background(), share.RunConfig{Name: name, Root: root, Listen: listen, Advertise: advertise,
-		StateDir: filepath.Join(d.dir, "shares"), Credentials: d.Admin})
+		StateDir: filepath.Join(d.dir, "shares"), Credentials: d.Admin, Protection: d.Protection})
 	if err != nil {
 		d.tb.Fatal(err)
 	}

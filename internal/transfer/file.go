@@ -37,7 +37,7 @@ func retryable(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, errCorrupt), errors.Is(err, rpc.ErrBroken), errors.As(err, &ne), errors.Is(err, client.ErrUnreachable),
+	case errors.Is(err, errCorrupt), errors.Is(err, wire.ErrChecksum), errors.Is(err, rpc.ErrBroken), errors.As(err, &ne), errors.Is(err, client.ErrUnreachable),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.ErrUnexpectedEOF):
 		return true
@@ -251,6 +251,10 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 	read := func(b *blk) error {
 		off := int64(b.i) * int64(jr.Block)
 		n, err := r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+		for tries := 0; errors.Is(err, wire.ErrChecksum) && tries < 3; tries++ {
+			x.corrupt.Add(1) // damaged on the way here: read it again
+			n, err = r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+		}
 		if err != nil {
 			return err
 		}
@@ -304,7 +308,7 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 				}
 				off := int64(b.i) * int64(jr.Block)
 				err := w.WriteBlock(ctx, b.buf, off, b.sum)
-				for tries := 0; errors.Is(err, errCorrupt) && tries < 3; tries++ {
+				for tries := 0; (errors.Is(err, errCorrupt) || errors.Is(err, wire.ErrChecksum)) && tries < 3; tries++ {
 					x.corrupt.Add(1) // damaged on the way: read it again
 					if err = read(&b); err == nil {
 						err = w.WriteBlock(ctx, b.buf, off, b.sum)

@@ -248,10 +248,10 @@ func newRun(o Options, src, dst Endpoint) *run {
 	// Blocks in flight: a few per stream on a network side, two on a disk.
 	x.readers, x.writers = 2, 2
 	if remote(src) {
-		x.readers = 4 * o.Streams
+		x.readers = min(8*o.Streams, 64)
 	}
 	if remote(dst) {
-		x.writers = 4 * o.Streams
+		x.writers = min(8*o.Streams, 64)
 	}
 	if s, ok := src.(grid); ok && !o.ViaClient {
 		if _, ok := dst.(grid); ok {

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/wire"
 )
 
 func opts(t *testing.T, d *testenv.Domain) Options {
@@ -232,5 +234,64 @@ func TestThirdParty(t *testing.T) {
 	s, err = Copy(ctx, []string{"pando://t/a/tree/big"}, "pando://t/b/big2", o)
 	if err != nil || s.ThirdParty || s.ClientData < 2*(5<<20) {
 		t.Errorf("copy via the client: %+v %v", s, err)
+	}
+}
+
+// TestProtection copies over data channels of each protection, and checks
+// that a share refuses the ones its policy does not allow.
+func TestProtection(t *testing.T) {
+	d := testenv.New(t, "t")
+	d.Protection = []string{"private", "safe", "clear"}
+	open := d.AddShare("open")
+	d.Protection = nil // private and safe
+	d.AddShare("strict")
+	src := filepath.Join(t.TempDir(), "f")
+	testenv.MakeFile(t, src, 3<<20+5)
+	for _, p := range []string{"private", "safe", "clear"} {
+		c, err := client.New(d.Admin, client.Options{Streams: 2, Protection: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Streams: 2, Block: 256 << 10, JournalDir: t.TempDir(), Verify: true,
+			Grid: func() (*client.Client, error) { return c, nil }}
+		if _, err := Copy(context.Background(), []string{src}, "pando://t/open/"+p, o); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		testenv.SameFile(t, src, filepath.Join(open, p))
+		back := filepath.Join(t.TempDir(), "back")
+		if _, err := Copy(context.Background(), []string{"pando://t/open/" + p}, back, o); err != nil {
+			t.Fatalf("%s back: %v", p, err)
+		}
+		testenv.SameFile(t, src, back)
+		if n := c.Counts()["ticket"]; (p == "private") != (n == 0) {
+			t.Errorf("%s: %d tickets", p, n)
+		}
+		_, err = Copy(context.Background(), []string{src}, "pando://t/strict/"+p, o)
+		if p == "clear" {
+			if err == nil || !strings.Contains(err.Error(), "does not allow clear") {
+				t.Errorf("clear to a share that refuses it: %v", err)
+			}
+		} else if err != nil {
+			t.Errorf("%s to the strict share: %v", p, err)
+		}
+		c.Close()
+	}
+}
+
+// TestForgedTicket: a data channel without TLS needs a ticket the share
+// issued, and the key of the TLS session it was issued on.
+func TestForgedTicket(t *testing.T) {
+	d := testenv.New(t, "t")
+	d.Protection = []string{"safe", "clear"}
+	d.AddShare("s")
+	for _, ch := range []byte{wire.ChannelDataSafe, wire.ChannelDataClear} {
+		c, err := rpc.DialPlain(context.Background(), d.Shares["s"].Addr, ch, make([]byte, rpc.TicketSize), make([]byte, 32))
+		if err == nil {
+			_, err = c.Call(context.Background(), wire.OpPing, wire.Empty{}, nil, nil, nil)
+			c.Close()
+		}
+		if err == nil {
+			t.Errorf("channel %d opened with a forged ticket", ch)
+		}
 	}
 }

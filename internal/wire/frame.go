@@ -20,6 +20,10 @@ var Magic = [4]byte{'P', 'N', 'D', 'O'}
 const (
 	ChannelControl byte = 1 // metadata, control and the back channel
 	ChannelData    byte = 2 // bulk reads and writes
+	// Data channels without TLS, opened with a ticket from the control
+	// channel: every record authenticated (safe), or only the set-up (clear).
+	ChannelDataSafe  byte = 3
+	ChannelDataClear byte = 4
 )
 
 // Limits on what one frame may carry; a header that claims more is malformed.

@@ -43,6 +43,7 @@ const (
 	OpGetFile Op = 41 // GetFileReq -> GetFileResp + data: a whole small file in one round trip
 	OpPutFile Op = 42 // PutFileReq + data -> AttrResp: create or replace a whole small file atomically
 	OpPush    Op = 43 // PushReq -> PushResp: third-party transfer, this share writes to another
+	OpTicket  Op = 44 // TicketReq -> TicketResp: open a data channel without TLS (safe or clear)
 )
 
 // Consistency operations (60..79).
@@ -72,7 +73,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv",
-	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push",
+	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
@@ -283,6 +284,17 @@ type PushReq struct {
 // source's reads (the destination checked each against its data).
 type PushResp struct {
 	Sums []uint32 `cbor:"1,keyasint"`
+}
+
+// TicketReq asks for a one-time ticket to open a data channel without TLS
+// with the given protection ("safe" or "clear"), on a TLS control channel.
+type TicketReq struct {
+	Protection string `cbor:"1,keyasint"`
+}
+
+// TicketResp carries the ticket (see rpc.DialPlain).
+type TicketResp struct {
+	Ticket []byte `cbor:"1,keyasint"`
 }
 
 // GetFileReq reads a whole file of at most Max bytes in one round trip.
