@@ -117,7 +117,7 @@ summary.`,
 	f := cmd.Flags()
 	f.BoolVarP(&o.Recursive, "recursive", "r", false, "copy directories and everything below them")
 	f.IntVarP(&o.Streams, "parallel", "p", 4, "parallel data streams per share")
-	f.StringVar(&block, "block", "", "block size (default 1MiB)")
+	f.StringVar(&block, "block", "", "block size (default 4MiB)")
 	f.StringVar(&rateS, "rate", "", "cap the rate of the whole transfer, e.g. 500mbit or 50MB/s")
 	f.BoolVar(&o.Resume, "resume", false, "continue an interrupted copy: move only the blocks and files not yet at the destination")
 	f.BoolVar(&o.Verify, "verify", false, "after copying, re-read each destination file from its disk and compare it with the source")

@@ -98,7 +98,7 @@ func (e *Env) AddShare(ctx context.Context, name string, link *wan.Config) (stri
 		advertise = px.Addr()
 	}
 	s, err := share.Start(ctx, share.RunConfig{Name: name, Root: root, Listen: listen, Advertise: advertise,
-		StateDir: filepath.Join(e.Dir, "shares"), Credentials: e.Admin})
+		StateDir: filepath.Join(e.Dir, "shares"), Credentials: e.Admin, Protection: []string{"private", "safe", "clear"}})
 	if err != nil {
 		return "", nil, err
 	}

@@ -20,7 +20,7 @@ import (
 // Options tune a transfer.
 type Options struct {
 	Streams   int   // parallel data streams per share (-p); default 4
-	Block     int   // bytes per block; default 1 MiB
+	Block     int   // bytes per block; default 4 MiB
 	Rate      int64 // bytes per second over the whole transfer; 0: no cap
 	Recursive bool  // copy directory trees
 	Resume    bool  // continue from the journal / skip files already there
@@ -152,7 +152,7 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 		o.Streams = 4
 	}
 	if o.Block <= 0 {
-		o.Block = 1 << 20
+		o.Block = 4 << 20
 	}
 	if o.Block > 16<<20 {
 		return Summary{}, fmt.Errorf("a block of %d bytes is larger than the 16 MiB a request may carry", o.Block)
@@ -245,13 +245,16 @@ func remote(e Endpoint) bool { _, l := e.(local); return !l }
 
 func newRun(o Options, src, dst Endpoint) *run {
 	x := &run{o: o, src: src, dst: dst}
-	// Blocks in flight: a few per stream on a network side, two on a disk.
+	// Blocks in flight: on a network side, 8 MiB per stream and at least
+	// 16 MiB (a 1 Gbit/s path at 130 ms round trip), two blocks on a disk.
+	inflight := min(max(16<<20, 8<<20*o.Streams), 64<<20)
+	net := min(max(2, (inflight+o.Block-1)/o.Block), 64)
 	x.readers, x.writers = 2, 2
 	if remote(src) {
-		x.readers = min(8*o.Streams, 64)
+		x.readers = net
 	}
 	if remote(dst) {
-		x.writers = min(8*o.Streams, 64)
+		x.writers = net
 	}
 	if s, ok := src.(grid); ok && !o.ViaClient {
 		if _, ok := dst.(grid); ok {
