@@ -284,4 +284,3 @@ func globusCopy(base string, size int64, streams int, disk bool) (float64, error
 	}
 	return mbps(size, took), nil
 }
-
