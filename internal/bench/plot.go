@@ -44,6 +44,34 @@ type chart struct {
 	title, unit, refName string
 	bars                 []bar
 	max                  float64
+	w                    int // width in pixels: wider for many bars
+}
+
+// slot is the width of one case's pair of bars.
+func (c chart) slot() float64 { return float64(c.w-marginL-marginR) / float64(len(c.bars)) }
+
+// wrap splits a case label into lines that fit its slot (7 pixels a
+// character), at most three.
+func (c chart) wrap(label string) []string {
+	width := max(4, int(c.slot()/7)-1)
+	var out []string
+	cur := ""
+	for _, w := range strings.Fields(label) {
+		switch {
+		case cur == "":
+			cur = w
+		case len(cur)+1+len(w) <= width:
+			cur += " " + w
+		default:
+			out = append(out, cur)
+			cur = w
+		}
+	}
+	out = append(out, cur)
+	if len(out) > 3 {
+		out = append(out[:2], strings.Join(out[2:], " "))
+	}
+	return out
 }
 
 func makeChart(rows []Row) chart {
@@ -60,12 +88,13 @@ func makeChart(rows []Row) chart {
 		c.max = 1
 	}
 	c.max *= 1.12
+	c.w = max(plotW, marginL+marginR+80*len(c.bars))
 	return c
 }
 
 // geometry of bar i: x of the pando bar, width of one bar.
 func (c chart) geom(i int) (x0, w float64) {
-	slot := float64(plotW-marginL-marginR) / float64(len(c.bars))
+	slot := c.slot()
 	w = math.Min(slot*0.38, 60)
 	return float64(marginL) + slot*float64(i) + slot/2 - w, w
 }
@@ -103,13 +132,13 @@ func (r *Report) Plot(dir string) ([]string, error) {
 
 func (c chart) svg() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", plotW, plotH)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", c.w, plotH)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", marginL, esc(c.title))
 	for i := 0; i <= 4; i++ {
 		v := c.max / 1.12 * float64(i) / 4
 		y := c.y(v)
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", marginL, plotW-marginR, y, y)
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", marginL, c.w-marginR, y, y)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginL-6, y+4, num(v))
 	}
 	fmt.Fprintf(&b, `<text x="14" y="%d" transform="rotate(-90 14 %d)" text-anchor="middle">%s</text>`+"\n", plotH/2, plotH/2, esc(c.unit))
@@ -121,7 +150,9 @@ func (c chart) svg() string {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#aaa"/>`+"\n", x+w, c.y(br.ref), w, c.y(0)-c.y(br.ref))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", x+1.5*w, c.y(br.ref)-3, num(br.ref))
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x+w, plotH-marginB+16, esc(br.label))
+		for k, line := range c.wrap(br.label) {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x+w, plotH-marginB+16+13*k, esc(line))
+		}
 	}
 	ly := plotH - 30
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="#1f77b4"/><text x="%d" y="%d">pando</text>`+"\n", marginL, ly, marginL+18, ly+11)
@@ -137,7 +168,7 @@ func esc(s string) string {
 }
 
 func (c chart) png(path string) error {
-	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
+	img := image.NewRGBA(image.Rect(0, 0, c.w, plotH))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
 	rect := func(x0, y0, x1, y1 float64, col color.Color) {
 		draw.Draw(img, image.Rect(int(x0), int(y0), int(x1), int(y1)), &image.Uniform{col}, image.Point{}, draw.Src)
@@ -154,7 +185,7 @@ func (c chart) png(path string) error {
 	for i := 0; i <= 4; i++ {
 		v := c.max / 1.12 * float64(i) / 4
 		y := c.y(v)
-		rect(marginL, y, plotW-marginR, y+1, colGrid)
+		rect(marginL, y, float64(c.w-marginR), y+1, colGrid)
 		s := num(v)
 		text(float64(marginL-8-7*len(s)), y+4, s, false)
 	}
@@ -167,7 +198,9 @@ func (c chart) png(path string) error {
 			rect(x+w, c.y(br.ref), x+2*w, c.y(0), colRef)
 			text(x+1.5*w, c.y(br.ref)-3, num(br.ref), true)
 		}
-		text(x+w, float64(plotH-marginB+16), br.label, true)
+		for k, line := range c.wrap(br.label) {
+			text(x+w, float64(plotH-marginB+16+13*k), line, true)
+		}
 	}
 	ly := float64(plotH - 30)
 	rect(marginL, ly, marginL+12, ly+12, colPando)
