@@ -107,6 +107,14 @@ func (c *Client) ResolveFor(ctx context.Context, gpath, proxy string) (wire.Reso
 	return resp, nil
 }
 
+// Protection is the data channel protection this client asks for.
+func (c *Client) Protection() string {
+	if c.opts.Protection == "" {
+		return "private"
+	}
+	return c.opts.Protection
+}
+
 // ShareOf returns the name of the share holding gpath.
 func (c *Client) ShareOf(ctx context.Context, gpath string) (string, error) {
 	loc, err := c.Locate(ctx, gpath)

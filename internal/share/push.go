@@ -35,11 +35,11 @@ type peer struct {
 
 const peerIdle = time.Minute
 
-func (s *Server) peer(t wire.ResolveResp, streams int) (*peer, error) {
+func (s *Server) peer(t wire.ResolveResp, streams int, protection string) (*peer, error) {
 	if s.cfg.Identity == nil {
 		return nil, wire.Errorf(wire.CodeNotSupp, "share %s has no identity of its own to reach other shares with", s.cfg.Name)
 	}
-	key := string(t.Token)
+	key := protection + "\x00" + string(t.Token)
 	p := &s.peers
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -57,7 +57,7 @@ func (s *Server) peer(t wire.ResolveResp, streams int) (*peer, error) {
 		q.busy++
 		return q, nil
 	}
-	c, err := client.NewDelegated(s.cfg.Identity, t, client.Options{Streams: max(1, min(streams, 16))})
+	c, err := client.NewDelegated(s.cfg.Identity, t, client.Options{Streams: max(1, min(streams, 16)), Protection: protection})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,12 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}
 	defer f.Close()
-	q, err := s.peer(r.Dest, r.Streams)
+	switch r.Protection {
+	case "", "private", "safe", "clear":
+	default:
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "data channel protection %q: choose private, safe or clear", r.Protection)
+	}
+	q, err := s.peer(r.Dest, r.Streams, r.Protection)
 	if err != nil {
 		return rpc.Reply{}, err
 	}

@@ -60,7 +60,7 @@ func (x *run) pushSmall(ctx context.Context, j job) error {
 		return err
 	}
 	if _, err := x.third.c.Push(ctx, j.sp, wire.PushReq{Block: uint32(x.o.Block), Dest: d, DestPath: j.dp,
-		Whole: true, Mode: j.in.Mode & 0o777, Mtime: j.in.Mtime}); err != nil {
+		Whole: true, Mode: j.in.Mode & 0o777, Mtime: j.in.Mtime, Protection: x.third.c.Protection()}); err != nil {
 		return err
 	}
 	x.moved.Add(j.in.Size)
@@ -120,7 +120,7 @@ func (x *run) pushPump(ctx context.Context, j job, jr *journal, part string) err
 					return
 				}
 				sums, err := x.third.c.Push(ctx, j.sp, wire.PushReq{Offset: off, Length: length, Block: uint32(jr.Block),
-					Dest: d, DestPath: part, Streams: x.o.Streams, Window: 4, Sync: true})
+					Dest: d, DestPath: part, Streams: x.o.Streams, Window: 4, Sync: true, Protection: x.third.c.Protection()})
 				if err == nil && len(sums) != r.n {
 					err = wire.Errorf(wire.CodeIO, "the source share pushed %d blocks of %d", len(sums), r.n)
 				}

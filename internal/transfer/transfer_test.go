@@ -266,6 +266,17 @@ func TestProtection(t *testing.T) {
 		if n := c.Counts()["ticket"]; (p == "private") != (n == 0) {
 			t.Errorf("%s: %d tickets", p, n)
 		}
+		// Share to share, under the same protection: the destination's
+		// policy holds for the pushing share too.
+		s, err := Copy(context.Background(), []string{"pando://t/open/" + p}, "pando://t/open/tp-"+p, o)
+		if err != nil || !s.ThirdParty {
+			t.Fatalf("%s third-party: %+v %v", p, s, err)
+		}
+		testenv.SameFile(t, src, filepath.Join(open, "tp-"+p))
+		_, terr := Copy(context.Background(), []string{"pando://t/open/" + p}, "pando://t/strict/tp-"+p, o)
+		if (p == "clear") != (terr != nil) || terr != nil && !strings.Contains(terr.Error(), "does not allow clear") {
+			t.Errorf("%s third-party to the strict share: %v", p, terr)
+		}
 		_, err = Copy(context.Background(), []string{src}, "pando://t/strict/"+p, o)
 		if p == "clear" {
 			if err == nil || !strings.Contains(err.Error(), "does not allow clear") {

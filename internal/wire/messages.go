@@ -278,6 +278,8 @@ type PushReq struct {
 	Mode     uint32      `cbor:"11,keyasint,omitempty"`
 	Mtime    int64       `cbor:"12,keyasint,omitempty"`
 	Sync     bool        `cbor:"13,keyasint,omitempty"`
+	// Protection of the data channels between the shares (default private).
+	Protection string `cbor:"14,keyasint,omitempty"`
 }
 
 // PushResp carries the CRC32C of each block pushed, computed from the
