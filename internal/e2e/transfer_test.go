@@ -272,3 +272,34 @@ func TestCopyDiskFull(t *testing.T) {
 		t.Errorf("resume after a full disk: %+v", s)
 	}
 }
+
+// TestCopyThirdParty copies a tree between two share processes through the
+// binary: the data goes share to share, none of it through the client.
+func TestCopyThirdParty(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	d := newDomain(t, "tp")
+	a := d.addShare("a")
+	b := d.addShare("b")
+	os.MkdirAll(filepath.Join(a, "run", "logs"), 0o755)
+	pattern.WriteFile(filepath.Join(a, "run", "big"), 9<<20+1)
+	for i := range 20 {
+		os.WriteFile(filepath.Join(a, "run", "logs", strings.Repeat("x", i+1)), bytes.Repeat([]byte{byte(i)}, 1000*i), 0o644)
+	}
+	js := filepath.Join(t.TempDir(), "s.json")
+	d.pando(d.admin, "cp", "-r", "--verify", "--json", js, "pando://tp/a/run", "pando://tp/b/").ok()
+	s := cpSummary(t, js)
+	if !s.ThirdParty || s.ClientData != 0 || s.Files != 21 || s.Moved != s.Bytes {
+		t.Errorf("summary %+v", s)
+	}
+	filepath.Walk(filepath.Join(a, "run"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			rel, _ := filepath.Rel(a, p)
+			testenv.SameFile(t, p, filepath.Join(b, rel))
+		}
+		return nil
+	})
+	// A user who may only read b cannot write there through a share either.
+	bob := d.addUser("bob")
+	d.pando(d.admin, "acl", "set", "/tp", "bob", "rl").ok()
+	d.pando(bob, "cp", "pando://tp/a/run/big", "pando://tp/b/bobs").fails(4, "lacks the insert right")
+}

@@ -152,8 +152,10 @@ func (x *run) copyLarge(ctx context.Context, j job) error {
 	}
 	if jr == nil {
 		jr = newJournal(jp, srcName, dstName, j.in, x.o.Block)
-		if err := x.dst.Remove(ctx, part); err != nil && !isNotExist(err) {
-			return fmt.Errorf("%s: cannot remove the stale partial file: %w", x.dst.Name(part), err)
+		if _, err := x.dst.Stat(ctx, part); err == nil {
+			if err := x.dst.Remove(ctx, part); err != nil && !isNotExist(err) {
+				return fmt.Errorf("%s: cannot remove the stale partial file: %w", x.dst.Name(part), err)
+			}
 		}
 	}
 	x.skipped.Add(jr.committed())
