@@ -213,7 +213,7 @@ func opsNote(m map[string]uint64) string {
 }
 
 // makeModes are the consistency modes the make scenario compares.
-var makeModes = []string{"strict", "window=3s", "poll=30s"}
+var makeModes = []string{"strict", "window=3s", "poll=30s", "callback"}
 
 func runMake(ctx context.Context, o Options) ([]Row, error) {
 	tree := srcTree{dirs: 4, sources: 25, headers: 20, includes: 5}
@@ -222,7 +222,10 @@ func runMake(ctx context.Context, o Options) ([]Row, error) {
 		rtt = o.RTTs[0]
 	}
 	if o.Quick {
-		tree, rtt = srcTree{dirs: 2, sources: 10, headers: 8, includes: 3}, 0
+		tree = srcTree{dirs: 2, sources: 10, headers: 8, includes: 3}
+		if len(o.RTTs) == 0 {
+			rtt = 0
+		}
 	}
 	link := &wan.Config{RTT: rtt, Rate: o.Rate}
 	e, root, _, err := startWith(ctx, link)

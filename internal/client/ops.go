@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"pando.dev/pando/internal/wire"
 )
@@ -262,6 +263,14 @@ func Join(dir, name string) string { return path.Join(dir, name) }
 // GetInv polls the invalidations of this client's session at the share
 // behind the global path gpath (any path of a mount of that share).
 func (c *Client) GetInv(ctx context.Context, gpath string, since uint64, max uint32) (wire.GetInvResp, error) {
+	return c.GetInvWait(ctx, gpath, since, max, 0, 0)
+}
+
+// GetInvWait is GetInv for a callback session: the share holds the
+// request up to wait when there is nothing to report, and the request
+// acknowledges every record up to since; lease is how long the agent
+// trusts its cache after sending a request that then succeeded.
+func (c *Client) GetInvWait(ctx context.Context, gpath string, since uint64, max uint32, wait, lease time.Duration) (wire.GetInvResp, error) {
 	var resp wire.GetInvResp
 	if c.opts.Session == "" {
 		return resp, fmt.Errorf("invalidation polling needs a client session")
@@ -271,7 +280,7 @@ func (c *Client) GetInv(ctx context.Context, gpath string, since uint64, max uin
 		return resp, err
 	}
 	_, _, err = c.call(ctx, loc, wire.OpGetInv, func(tok uint32) any {
-		return wire.GetInvReq{Tok: tok, Session: c.opts.Session, Since: since, Max: max}
+		return wire.GetInvReq{Tok: tok, Session: c.opts.Session, Since: since, Max: max, Wait: int64(wait), Lease: int64(lease)}
 	}, nil, &resp, nil, nil, false)
 	return resp, err
 }

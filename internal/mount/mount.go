@@ -219,7 +219,8 @@ func (m *Mount) forgetKernel(root *node, g string) {
 		}
 	}
 	name := parts[len(parts)-1]
-	if dir.GetChild(name) != nil {
+	if child := dir.GetChild(name); child != nil {
+		_ = child.NotifyContent(0, 0) // its pages and attributes, for open files too
 		_ = dir.NotifyEntry(name)
 	}
 }

@@ -19,12 +19,33 @@ type invTable struct {
 	capacity int
 	sessions map[string]*invSession
 	now      func() time.Time
+	// wake is closed (and replaced) whenever records are added or a
+	// session acknowledges: long polls and recalls wait on it.
+	wake chan struct{}
+	// recent remembers who changed a path through the share, so that the
+	// directory watcher's echo of that change is not sent back to its
+	// maker as news.
+	recent map[string]maker
 }
+
+type maker struct {
+	src string
+	at  time.Time
+}
+
+// echoWindow is how long after a change through the share a change the
+// watcher sees on the same path is taken for its echo.
+const echoWindow = 2 * time.Second
 
 type invSession struct {
 	recs     []invRec // oldest first, at most capacity
 	lost     uint64   // records with stamps up to this were dropped
 	lastPoll time.Time
+	// Callback sessions long-poll; changes wait for their acknowledgement.
+	callback bool
+	lease    time.Duration
+	acked    uint64 // every record up to this stamp was acknowledged
+	broken   bool   // missed a recall: its next poll is told to drop everything
 }
 
 type invRec struct {
@@ -37,29 +58,105 @@ const (
 	invCapacity   = 4096             // records per session
 	invMaxSession = 4096             // sessions
 	invIdle       = 30 * time.Minute // a session not polled for this long is forgotten
+	maxLease      = 30 * time.Second // the longest lease a callback session may ask
+	maxWait       = 30 * time.Second // the longest a long poll is held
+	leaseMargin   = 500 * time.Millisecond
 )
 
 func newInvTable(now func() time.Time) *invTable {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &invTable{epoch: binary.LittleEndian.Uint64(b[:]) | 1, clock: 1, capacity: invCapacity,
-		sessions: make(map[string]*invSession), now: now}
+		sessions: make(map[string]*invSession), now: now, wake: make(chan struct{})}
 }
 
 // record notes that paths changed, for every session but src (the one that
 // made the change and knows it). Changes seen by watching the directory
 // have no source: they also echo pando's own changes, which costs their
 // maker one revalidation, and is never wrong.
-func (t *invTable) record(src string, paths ...string) {
+// It returns the stamp of the last record.
+func (t *invTable) record(src string, paths ...string) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
+	if t.recent == nil || len(t.recent) > 65536 {
+		t.recent = make(map[string]maker)
+	}
 	for _, p := range paths {
 		t.clock++
+		if src != "" {
+			t.recent[p] = maker{src, now}
+		}
 		for id, s := range t.sessions {
 			if id == src {
 				continue
 			}
 			s.add(invRec{t.clock, p}, t.capacity)
+		}
+	}
+	t.signal()
+	return t.clock
+}
+
+// recordLocal records changes the directory watcher saw; one that echoes
+// a recent change through the share is not sent back to its maker.
+func (t *invTable) recordLocal(paths ...string) {
+	t.mu.Lock()
+	now := t.now()
+	bySrc := make(map[string][]string)
+	for _, p := range paths {
+		src := ""
+		if m, ok := t.recent[p]; ok && now.Sub(m.at) < echoWindow {
+			src = m.src
+		}
+		bySrc[src] = append(bySrc[src], p)
+	}
+	t.mu.Unlock()
+	for src, ps := range bySrc {
+		t.record(src, ps...)
+	}
+}
+
+// signal wakes everyone waiting on the table (t.mu held).
+func (t *invTable) signal() {
+	close(t.wake)
+	t.wake = make(chan struct{})
+}
+
+// waitAcked returns once every callback session but src has acknowledged
+// the records up to stamp (the recall is done), or has gone its lease
+// without asking; those are marked broken and will drop their whole cache.
+func (t *invTable) waitAcked(src string, stamp uint64) {
+	for {
+		t.mu.Lock()
+		now := t.now()
+		var late []*invSession
+		var until time.Time
+		for id, s := range t.sessions {
+			if id == src || !s.callback || s.broken || s.acked >= stamp {
+				continue
+			}
+			exp := s.lastPoll.Add(s.lease + leaseMargin)
+			if !now.Before(exp) {
+				// Its agent has not asked for a lease: it trusts nothing
+				// now, and will be told to drop everything.
+				s.broken = true
+				continue
+			}
+			late = append(late, s)
+			if exp.After(until) {
+				until = exp
+			}
+		}
+		if len(late) == 0 {
+			t.mu.Unlock()
+			return
+		}
+		ch := t.wake
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(until.Sub(now)):
 		}
 	}
 }
@@ -78,8 +175,37 @@ func (s *invSession) add(r invRec, capacity int) {
 	}
 }
 
+// longPoll is poll for callback sessions: with nothing to report it waits
+// up to wait for a change. Each call acknowledges the records up to since.
+func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.Duration) (paths []string, stamp uint64, force, again bool) {
+	wait, lease = min(wait, maxWait), min(lease, maxLease)
+	deadline := time.Now().Add(wait)
+	for {
+		paths, stamp, force, again = t.poll(id, since, max, wait > 0, lease)
+		if force || len(paths) > 0 || wait <= 0 {
+			return
+		}
+		t.mu.Lock()
+		ch := t.wake
+		pending := stamp != t.clock
+		t.mu.Unlock()
+		left := time.Until(deadline)
+		if pending || left <= 0 {
+			if left <= 0 {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-time.After(left):
+			return
+		}
+	}
+}
+
 // poll returns the paths changed after since for session id.
-func (t *invTable) poll(id string, since uint64, max int) (paths []string, stamp uint64, force, again bool) {
+func (t *invTable) poll(id string, since uint64, max int, callback bool, lease time.Duration) (paths []string, stamp uint64, force, again bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -98,12 +224,18 @@ func (t *invTable) poll(id string, since uint64, max int) (paths []string, stamp
 		force = true
 	}
 	s.lastPoll = now
-	if since == 0 || since < s.lost || since > t.clock {
+	s.callback, s.lease = callback, lease
+	if since == 0 || since < s.lost || since > t.clock || s.broken {
 		force = true
+	}
+	if !force && since > s.acked {
+		s.acked = since
+		t.signal()
 	}
 	if force {
 		s.recs = s.recs[:0]
 		s.lost = t.clock
+		s.broken = false
 		return nil, t.clock, true, false
 	}
 	// What the agent has seen (stamps up to since) can go.

@@ -11,29 +11,29 @@ func TestInvalidationBuffer(t *testing.T) {
 	tab := newInvTable(time.Now)
 	tab.capacity = 8
 	// A new session is told to drop everything.
-	_, s0, force, _ := tab.poll("a", 0, 0)
+	_, s0, force, _ := tab.poll("a", 0, 0, false, 0)
 	if !force {
 		t.Fatal("first poll without force")
 	}
 	tab.record("b", "x", "x", "y") // repeats coalesce
 	tab.record("a", "own")         // a's own change is not reported to a
-	paths, s1, force, again := tab.poll("a", s0, 0)
+	paths, s1, force, again := tab.poll("a", s0, 0, false, 0)
 	if force || again || !slices.Equal(paths, []string{"x", "y"}) {
 		t.Fatalf("poll: %v force=%v again=%v", paths, force, again)
 	}
 	// Nothing new: nothing returned.
-	if paths, _, force, _ := tab.poll("a", s1, 0); len(paths) != 0 || force {
+	if paths, _, force, _ := tab.poll("a", s1, 0, false, 0); len(paths) != 0 || force {
 		t.Fatalf("empty poll: %v %v", paths, force)
 	}
 	// A reply cut at max says poll again.
 	for i := range 5 {
 		tab.record("", fmt.Sprint("f", i))
 	}
-	paths, s2, _, again := tab.poll("a", s1, 3)
+	paths, s2, _, again := tab.poll("a", s1, 3, false, 0)
 	if len(paths) != 3 || !again {
 		t.Fatalf("cut reply: %v again=%v", paths, again)
 	}
-	paths, s3, _, again := tab.poll("a", s2, 3)
+	paths, s3, _, again := tab.poll("a", s2, 3, false, 0)
 	if len(paths) != 2 || again {
 		t.Fatalf("rest: %v again=%v", paths, again)
 	}
@@ -41,11 +41,58 @@ func TestInvalidationBuffer(t *testing.T) {
 	for i := range 20 {
 		tab.record("", fmt.Sprint("g", i))
 	}
-	if _, _, force, _ := tab.poll("a", s3, 0); !force {
+	if _, _, force, _ := tab.poll("a", s3, 0, false, 0); !force {
 		t.Fatal("a wrapped buffer did not force invalidation")
 	}
 	// A stamp from another life of the share forces too.
-	if _, _, force, _ := tab.poll("a", 1<<60, 0); !force {
+	if _, _, force, _ := tab.poll("a", 1<<60, 0, false, 0); !force {
 		t.Fatal("a stamp from the future did not force invalidation")
+	}
+}
+
+// TestCallbackRecall: a long poll returns as soon as something changes; a
+// change waits until every callback session acknowledged it; a session
+// that stops asking is waited for only until its lease ends, and is then
+// told to drop everything.
+func TestCallbackRecall(t *testing.T) {
+	tab := newInvTable(time.Now)
+	lease := 300 * time.Millisecond
+	_, s0, force, _ := tab.longPoll("a", 0, 0, time.Second, lease)
+	if !force {
+		t.Fatal("first poll without force")
+	}
+	tab.poll("b", 0, 0, true, lease) // b is a callback session too
+	got := make(chan []string, 1)
+	go func() {
+		paths, _, _, _ := tab.longPoll("a", s0, 0, 5*time.Second, lease)
+		got <- paths
+	}()
+	time.Sleep(20 * time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		stamp := tab.record("writer", "x")
+		tab.waitAcked("writer", stamp)
+		close(done)
+	}()
+	paths := <-got
+	if len(paths) != 1 || paths[0] != "x" {
+		t.Fatalf("long poll returned %v", paths)
+	}
+	select {
+	case <-done:
+		t.Fatal("the change was acknowledged before a acknowledged the recall")
+	case <-time.After(50 * time.Millisecond):
+	}
+	tab.mu.Lock()
+	s1 := tab.clock
+	tab.mu.Unlock()
+	t0 := time.Now()
+	go tab.poll("a", s1, 0, true, lease) // a acknowledges; b never does
+	<-done
+	if el := time.Since(t0); el < 150*time.Millisecond || el > 2*time.Second {
+		t.Errorf("the change waited %v for a silent session with a lease of %v", el, lease)
+	}
+	if _, _, force, _ := tab.poll("b", s0, 0, true, lease); !force {
+		t.Error("a session that missed a recall was not told to drop everything")
 	}
 }

@@ -499,7 +499,8 @@ func (s *Server) getInv(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "an invalidation poll needs a session name of 1 to 64 bytes")
 	}
 	// Sessions are per principal: one cannot drain another's buffer.
-	paths, stamp, force, again := s.inv.poll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)))
+	paths, stamp, force, again := s.inv.longPoll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)),
+		time.Duration(r.Wait), time.Duration(r.Lease))
 	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
 }
 

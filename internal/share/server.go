@@ -359,9 +359,12 @@ func (s *Server) changed(req *rpc.Request, paths ...string) {
 		src = ss.inv
 		ss.mu.Unlock()
 	}
-	s.inv.record(src, paths...)
+	stamp := s.inv.record(src, paths...)
+	// Callback sessions must have dropped what they cached of these
+	// paths before the change is acknowledged to its maker.
+	s.inv.waitAcked(src, stamp)
 }
 
 // changedLocally records a change a local program made in the exported
 // directory.
-func (s *Server) changedLocally(paths ...string) { s.inv.record("", paths...) }
+func (s *Server) changedLocally(paths ...string) { s.inv.recordLocal(paths...) }

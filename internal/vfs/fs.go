@@ -71,10 +71,10 @@ func (v *FS) Close() {
 
 // freshFor applies p's consistency mode to an entry fetched at t.
 func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {
-	if pol.Mode != Poll {
+	if pol.Mode != Poll && pol.Mode != Callback {
 		return pol.fresh(t, time.Now())
 	}
-	pl := v.pollerFor(ctx, p, pol.Period)
+	pl := v.pollerFor(ctx, p, pol)
 	if pl == nil {
 		return false
 	}

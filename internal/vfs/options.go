@@ -15,7 +15,17 @@ const (
 	Window Mode = iota
 	Strict
 	Immutable
-	Poll // GVFS invalidation polling every Period
+	Poll     // GVFS invalidation polling every Period
+	Callback // GVFS-style callbacks: the share recalls before a change completes
+)
+
+// Callback timing: an idle long poll returns after callbackWait (a
+// heartbeat); the agent trusts its cache for callbackLease after sending a
+// poll that then succeeded, and the share waits at most that long (plus a
+// margin) for an agent that stopped answering.
+const (
+	callbackWait  = time.Second
+	callbackLease = 3 * time.Second
 )
 
 // Consistency is a mode and its period.
@@ -35,6 +45,8 @@ func (c Consistency) String() string {
 		return "immutable"
 	case Poll:
 		return "poll=" + c.Period.String()
+	case Callback:
+		return "callback"
 	}
 	return "window=" + c.Period.String()
 }
@@ -59,9 +71,9 @@ func ParseConsistency(s string) (Consistency, error) {
 		}
 		return Consistency{Mode: Poll, Period: d}, nil
 	case s == "callback":
-		return Consistency{}, fmt.Errorf("consistency %q is not available yet; use strict, window=D, poll=D or immutable", s)
+		return Consistency{Mode: Callback, Period: callbackLease}, nil
 	}
-	return Consistency{}, fmt.Errorf("unknown consistency %q; use strict, window=D (e.g. window=3s), poll=D (e.g. poll=30s) or immutable", s)
+	return Consistency{}, fmt.Errorf("unknown consistency %q; use strict, window=D (e.g. window=3s), poll=D (e.g. poll=30s), callback or immutable", s)
 }
 
 // WriteMode says when written data reaches the share.

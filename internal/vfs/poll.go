@@ -18,6 +18,10 @@ type poller struct {
 	share  string
 	gpath  string // a global path of a mount of the share, to address it
 	period time.Duration
+	// callback: long polls back to back instead of a poll every period;
+	// the cache is trusted for the lease after a poll that succeeded, and
+	// not at all without one (the share recalls before changes complete).
+	callback bool
 
 	mu         sync.Mutex
 	since      uint64
@@ -29,7 +33,7 @@ type poller struct {
 
 // pollerFor returns the running poller for the share behind p, starting
 // one if needed.
-func (v *FS) pollerFor(ctx context.Context, p string, period time.Duration) *poller {
+func (v *FS) pollerFor(ctx context.Context, p string, pol Consistency) *poller {
 	loc, err := v.c.Locate(ctx, p)
 	if err != nil || loc.Share == "" {
 		return nil
@@ -39,7 +43,7 @@ func (v *FS) pollerFor(ctx context.Context, p string, period time.Duration) *pol
 	if pl := v.pollers[loc.Share]; pl != nil {
 		return pl
 	}
-	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: period}
+	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: pol.Period, callback: pol.Mode == Callback}
 	v.pollers[loc.Share] = pl
 	go pl.run()
 	return pl
@@ -52,6 +56,9 @@ func (pl *poller) fresh(t, now time.Time) bool {
 	defer pl.mu.Unlock()
 	if pl.lastOK.IsZero() || t.Before(pl.validSince) {
 		return false
+	}
+	if pl.callback {
+		return now.Sub(pl.lastOK) < callbackLease
 	}
 	if now.Sub(pl.lastOK) <= 2*pl.period {
 		return true
@@ -70,7 +77,10 @@ func (pl *poller) staleness(now time.Time) time.Duration {
 }
 
 func (pl *poller) run() {
-
+	if pl.callback {
+		pl.listen()
+		return
+	}
 	pl.poll() // at once: the first poll sets up the session
 	t := time.NewTicker(pl.period)
 	defer t.Stop()
@@ -85,18 +95,42 @@ func (pl *poller) run() {
 
 }
 
-func (pl *poller) poll() {
+// listen keeps a long poll outstanding at the share: the back channel of
+// callback mode, riding the agent's own connection. When it fails, the
+// cache is not trusted (every answer is revalidated) until it works again.
+func (pl *poller) listen() {
+	for {
+		select {
+		case <-pl.v.quit:
+			return
+		default:
+		}
+		if err := pl.poll(); err != nil {
+			select {
+			case <-pl.v.quit:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (pl *poller) poll() error {
 	for round := 0; round < 64; round++ {
 		sent := time.Now()
 		pl.mu.Lock()
 		since := pl.since
 		pl.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), max(pl.period, 10*time.Second))
-		resp, err := pl.v.c.GetInv(ctx, pl.gpath, since, 4096)
+		var wait, lease time.Duration
+		if pl.callback {
+			wait, lease = callbackWait, callbackLease
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(pl.period, 10*time.Second)+wait)
+		resp, err := pl.v.c.GetInvWait(ctx, pl.gpath, since, 4096, wait, lease)
 		cancel()
 		if err != nil {
 			pl.v.log.Debug("invalidation poll failed", "share", pl.share, "err", err)
-			return
+			return err
 		}
 		pl.mu.Lock()
 		force := resp.Force || (pl.epoch != 0 && resp.Epoch != pl.epoch)
@@ -119,9 +153,10 @@ func (pl *poller) poll() {
 		pl.lastOK = sent
 		pl.mu.Unlock()
 		if !resp.Again {
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // globals maps a share-relative path to the global paths that show it.

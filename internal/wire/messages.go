@@ -118,6 +118,14 @@ type GetInvReq struct {
 	Session string `cbor:"2,keyasint"`
 	Since   uint64 `cbor:"3,keyasint"`
 	Max     uint32 `cbor:"4,keyasint"`
+	// Wait (ns), for callback sessions: with nothing to report, the
+	// share holds the request up to Wait (a heartbeat when it ends
+	// empty). Such a request acknowledges every record up to Since, and
+	// a change made through the share is not acknowledged to its maker
+	// until every callback session has acknowledged it, or has gone
+	// Lease (ns) without asking (and then trusts nothing it cached).
+	Wait  int64 `cbor:"5,keyasint,omitempty"`
+	Lease int64 `cbor:"6,keyasint,omitempty"`
 }
 
 // GetInvResp answers GetInvReq. Paths are share-relative and changed
