@@ -23,7 +23,7 @@ func runRepoUpdate(ctx context.Context, o Options) ([]Row, error) {
 		files, updated, agents = 700, 27, 3
 	}
 	period := time.Second
-	modes := []string{"strict", fmt.Sprintf("window=%v", period), fmt.Sprintf("poll=%v", period)}
+	modes := []string{"strict", fmt.Sprintf("window=%v", period), fmt.Sprintf("poll=%v", period), "callback"}
 	var rows []Row
 	for _, mode := range modes {
 		c, err := vfs.ParseConsistency(mode)
