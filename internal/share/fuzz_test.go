@@ -65,6 +65,13 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpTruncate, wire.TruncateReq{Tok: 1, Path: "d/f", Size: 1 << 40}},
 		{wire.OpLink, wire.RenameReq{Tok: 1, Old: "etc/passwd", New: "d/p"}},
 		{wire.OpRmdir, wire.PathReq{Tok: 1, Path: ""}},
+		{wire.OpSum, wire.SumReq{Tok: 1, Handle: 3, Offset: 0, Length: 1 << 40, Block: 0}},
+		{wire.OpGetFile, wire.GetFileReq{Tok: 1, Path: "etc/passwd", Max: 1 << 31}},
+		{wire.OpPutFile, wire.PutFileReq{Tok: 1, Path: "d/../x", Mode: 0o7777}},
+		{wire.OpPutFile, wire.PutFileReq{Tok: 1, Path: "d/e", Excl: true}},
+		{wire.OpPush, wire.PushReq{Tok: 1, Path: "d/f", Length: 4, Block: 1, DestPath: "/x/y"}},
+		{wire.OpTicket, wire.TicketReq{Protection: "clear"}},
+		{wire.OpGetInv, wire.GetInvReq{Tok: 1, Session: "s", Since: 1}},
 	}
 	for _, s := range seeds {
 		b, err := wire.Marshal(s.msg)
@@ -115,6 +122,9 @@ func tooBig(op wire.Op, meta []byte) bool {
 	case wire.OpWrite:
 		var r wire.WriteReq
 		return wire.Unmarshal(meta, &r) == nil && r.Offset > limit
+	case wire.OpGetInv: // a long poll only waits; the wait is tested on its own
+		var r wire.GetInvReq
+		return wire.Unmarshal(meta, &r) == nil && r.Wait > 0
 	}
 	return false
 }
