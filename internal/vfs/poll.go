@@ -141,6 +141,12 @@ func (pl *poller) poll() error {
 			pl.v.forgetShare(pl.share)
 			pl.mu.Lock()
 			pl.validSince = sent
+			if pl.callback {
+				// Changes are recorded for this session only from when
+				// the share handled this poll: trust only what is
+				// fetched after its reply.
+				pl.validSince = time.Now()
+			}
 			pl.mu.Unlock()
 		} else {
 			for _, rel := range resp.Paths {
