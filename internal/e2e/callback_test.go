@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -85,9 +86,33 @@ func TestCallbackMode(t *testing.T) {
 		t.Error("no long polls were sent")
 	}
 
+	// Two entries of a directory another agent only listed change: both
+	// show at once (the listing's delegation covers its entries).
+	for _, f := range []string{"g1", "g2"} {
+		os.WriteFile(path(agents[0], f), []byte("short"), 0o644)
+	}
+	lister := agents[1]
+	ents, err := os.ReadDir(filepath.Join(lister.dir, "cb", "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		e.Info()
+	}
+	for i, f := range []string{"g1", "g2"} {
+		if err := os.WriteFile(path(agents[0], f), []byte(strings.Repeat("z", 5000+i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, f := range []string{"g1", "g2"} {
+		if fi, err := os.Stat(path(lister, f)); err != nil || fi.Size() != int64(5000+i) {
+			t.Errorf("%s after a change through another agent: %v bytes, want %d (%v)", f, fi.Size(), 5000+i, err)
+		}
+	}
+
 	// A new file shows in another agent's listing as soon as it is created.
 	os.WriteFile(path(agents[0], "new"), []byte("n"), 0o644)
-	ents, _ := os.ReadDir(filepath.Join(agents[2].dir, "cb", "data"))
+	ents, _ = os.ReadDir(filepath.Join(agents[2].dir, "cb", "data"))
 	if !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == "new" }) {
 		t.Error("a file created through another agent is missing from a listing")
 	}

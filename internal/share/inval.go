@@ -46,6 +46,56 @@ type invSession struct {
 	lease    time.Duration
 	acked    uint64 // every record up to this stamp was acknowledged
 	broken   bool   // missed a recall: its next poll is told to drop everything
+	// holds are the paths a callback session may have cached (read
+	// delegations): only their changes are recalled from it. A hold on a
+	// directory covers its listing and its entries. all: too many to
+	// track, every change is recalled.
+	holds map[string]struct{}
+	all   bool
+}
+
+// maxHolds bounds the delegations tracked per session.
+const maxHolds = 1 << 18
+
+// hold grants session id a read delegation on path. It must be called
+// before what the session is told about path is read, so that a change
+// racing with the read is recalled.
+func (t *invTable) hold(id, path string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.sessions[id]
+	if s == nil || !s.callback || s.all {
+		return
+	}
+	if len(s.holds) >= maxHolds {
+		s.all, s.holds = true, nil
+		return
+	}
+	if s.holds == nil {
+		s.holds = make(map[string]struct{})
+	}
+	s.holds[path] = struct{}{}
+}
+
+// recalled reports whether a change of p concerns callback session s, and
+// gives up the delegations it breaks (s must fetch again to hold again).
+// A change of an entry breaks the hold on its directory too: the listing
+// showed the entry's attributes.
+func (s *invSession) recalled(p string) (self, dir bool) {
+	if s.all {
+		return true, p != ""
+	}
+	if _, ok := s.holds[p]; ok {
+		self = true
+		delete(s.holds, p)
+	}
+	if p != "" {
+		if _, ok := s.holds[parentOf(p)]; ok {
+			self, dir = true, true
+			delete(s.holds, parentOf(p))
+		}
+	}
+	return self, dir
 }
 
 type invRec struct {
@@ -74,11 +124,14 @@ func newInvTable(now func() time.Time) *invTable {
 // made the change and knows it). Changes seen by watching the directory
 // have no source: they also echo pando's own changes, which costs their
 // maker one revalidation, and is never wrong.
-// It returns the stamp of the last record.
-func (t *invTable) record(src string, paths ...string) uint64 {
+// Callback sessions get only the records of paths they hold. It returns
+// the stamp of the last record and the callback sessions that must
+// acknowledge it.
+func (t *invTable) record(src string, paths ...string) (uint64, []*invSession) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
+	var recall []*invSession
 	if t.recent == nil || len(t.recent) > 65536 {
 		t.recent = make(map[string]maker)
 	}
@@ -91,11 +144,30 @@ func (t *invTable) record(src string, paths ...string) uint64 {
 			if id == src {
 				continue
 			}
+			if !s.callback {
+				s.add(invRec{t.clock, p}, t.capacity)
+				continue
+			}
+			self, dir := s.recalled(p)
+			if !self {
+				// It does not hold p now, but a recall it has not yet
+				// acknowledged may have taken its hold (the watcher's
+				// echo, say): until it acknowledges, it may still answer
+				// from what it cached, so this change waits for it too.
+				if n := len(s.recs); n > 0 && s.recs[n-1].stamp > s.acked {
+					recall = append(recall, s)
+				}
+				continue
+			}
 			s.add(invRec{t.clock, p}, t.capacity)
+			if dir {
+				s.add(invRec{t.clock, parentOf(p)}, t.capacity)
+			}
+			recall = append(recall, s)
 		}
 	}
 	t.signal()
-	return t.clock
+	return t.clock, recall
 }
 
 // recordLocal records changes the directory watcher saw; one that echoes
@@ -126,14 +198,17 @@ func (t *invTable) signal() {
 // waitAcked returns once every callback session but src has acknowledged
 // the records up to stamp (the recall is done), or has gone its lease
 // without asking; those are marked broken and will drop their whole cache.
-func (t *invTable) waitAcked(src string, stamp uint64) {
+func (t *invTable) waitAcked(stamp uint64, recalled []*invSession) {
+	if len(recalled) == 0 {
+		return
+	}
 	for {
 		t.mu.Lock()
 		now := t.now()
 		var late []*invSession
 		var until time.Time
-		for id, s := range t.sessions {
-			if id == src || !s.callback || s.broken || s.acked >= stamp {
+		for _, s := range recalled {
+			if !s.callback || s.broken || s.acked >= stamp {
 				continue
 			}
 			exp := s.lastPoll.Add(s.lease + leaseMargin)
@@ -236,6 +311,7 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 		s.recs = s.recs[:0]
 		s.lost = t.clock
 		s.broken = false
+		s.holds, s.all = nil, false // it drops everything: it holds nothing
 		return nil, t.clock, true, false
 	}
 	// What the agent has seen (stamps up to since) can go.

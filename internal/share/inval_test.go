@@ -62,6 +62,10 @@ func TestCallbackRecall(t *testing.T) {
 		t.Fatal("first poll without force")
 	}
 	tab.poll("b", 0, 0, true, lease) // b is a callback session too
+	tab.poll("c", 0, 0, true, lease) // c too, but it holds nothing
+	for _, id := range []string{"a", "b"} {
+		tab.hold(id, "x")
+	}
 	got := make(chan []string, 1)
 	go func() {
 		paths, _, _, _ := tab.longPoll("a", s0, 0, 5*time.Second, lease)
@@ -70,8 +74,11 @@ func TestCallbackRecall(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	done := make(chan struct{})
 	go func() {
-		stamp := tab.record("writer", "x")
-		tab.waitAcked("writer", stamp)
+		stamp, recalled := tab.record("writer", "x")
+		if len(recalled) != 2 {
+			t.Errorf("%d sessions recalled, want the two holders", len(recalled))
+		}
+		tab.waitAcked(stamp, recalled)
 		close(done)
 	}()
 	paths := <-got

@@ -85,6 +85,9 @@ func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Right
 			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on this path; ask an administrator of the domain (pando acl set)",
 		}
 	}
+	// Whatever the session learns of rel from here on is under a read
+	// delegation (callback sessions), granted before it is read.
+	s.holds(req, rel)
 	return t, nil
 }
 

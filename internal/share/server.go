@@ -323,7 +323,11 @@ func (s *Server) tokenHandle(req *rpc.Request, tok uint32, id uint64) (*handle, 
 	if _, err := s.token(req, tok); err != nil {
 		return nil, err
 	}
-	return s.handle(req, id)
+	h, err := s.handle(req, id)
+	if err == nil {
+		s.holds(req, h.rel) // as in allow: replies carry the file's attributes
+	}
+	return h, err
 }
 
 // handle finds an open handle owned by the request's principal.
@@ -359,10 +363,28 @@ func (s *Server) changed(req *rpc.Request, paths ...string) {
 		src = ss.inv
 		ss.mu.Unlock()
 	}
-	stamp := s.inv.record(src, paths...)
+	stamp, recalled := s.inv.record(src, paths...)
 	// Callback sessions must have dropped what they cached of these
 	// paths before the change is acknowledged to its maker.
-	s.inv.waitAcked(src, stamp)
+	s.inv.waitAcked(stamp, recalled)
+}
+
+// holds grants the request's session read delegations on paths, before
+// the request reads them (see invTable.hold).
+func (s *Server) holds(req *rpc.Request, paths ...string) {
+	ss, ok := req.Conn.State.(*session)
+	if !ok {
+		return
+	}
+	ss.mu.Lock()
+	id := ss.inv
+	ss.mu.Unlock()
+	if id == "" {
+		return
+	}
+	for _, p := range paths {
+		s.inv.hold(id, p)
+	}
 }
 
 // changedLocally records a change a local program made in the exported

@@ -195,9 +195,22 @@ func (v *FS) invalidate(g string) {
 	v.mu.Lock()
 	v.gen++
 	delete(v.attrs, g)
+	// The listing also gave the entries' attributes: they go with it (a
+	// recall of a directory covers what its listing said).
+	var kids []string
+	if d, ok := v.dirs[g]; ok {
+		for _, e := range d.entries {
+			kid := path.Join(g, e.Name)
+			delete(v.attrs, kid)
+			kids = append(kids, kid)
+		}
+	}
 	delete(v.dirs, g)
 	v.mu.Unlock()
 	v.notifyKernel(g)
+	for _, kid := range kids {
+		v.notifyKernel(kid)
+	}
 }
 
 // forgetShare drops everything cached about a share's paths.
