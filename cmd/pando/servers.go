@@ -14,6 +14,7 @@ import (
 
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/controller"
 	"pando.dev/pando/internal/share"
@@ -95,15 +96,8 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 		Use:   "ls",
 		Short: "List the shares registered with the controller",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.Client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := g.Context(cmd.Context())
-			defer cancel()
-			shares, err := c.ShareList(ctx)
+		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			shares, err := c.ShareList(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -116,7 +110,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 				rows = append(rows, []string{s.Name, state, strings.Join(s.Addrs, ","), time.Unix(0, s.LastSeen).Format(time.DateTime)})
 			}
 			return cli.Table(cmd.OutOrStdout(), rows)
-		},
+		}),
 	})
 	return cmd
 }

@@ -373,15 +373,21 @@ func rawLink(cfg wan.Config, size int64) (float64, error) {
 		return 0, err
 	}
 	defer px.Close()
+	return receive("raw link", size, func() (net.Conn, error) { return net.Dial("tcp", px.Addr()) })
+}
+
+// receive times dialling a connection and reading the size bytes the
+// other end sends, in MB/s.
+func receive(what string, size int64, dial func() (net.Conn, error)) (float64, error) {
 	t0 := time.Now()
-	c, err := net.Dial("tcp", px.Addr())
+	c, err := dial()
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
 	n, _ := io.Copy(io.Discard, c)
 	if n != size {
-		return 0, fmt.Errorf("raw link moved %d of %d bytes", n, size)
+		return 0, fmt.Errorf("%s moved %d of %d bytes", what, n, size)
 	}
 	return mbps(size, time.Since(t0)), nil
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
@@ -210,17 +209,9 @@ func rawTLS(size int64) (float64, error) {
 	}
 	defer ln.Close()
 	go sendBytes(ln, size)
-	t0 := time.Now()
-	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	n, _ := io.Copy(io.Discard, c)
-	if n != size {
-		return 0, fmt.Errorf("TLS stream moved %d of %d bytes", n, size)
-	}
-	return mbps(size, time.Since(t0)), nil
+	return receive("TLS stream", size, func() (net.Conn, error) {
+		return tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+	})
 }
 
 // globusCopy runs globus-url-copy -fast -p streams from an anonymous

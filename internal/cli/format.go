@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -13,33 +12,7 @@ import (
 )
 
 // Mode renders Unix mode bits like ls -l ("drwxr-xr-x").
-func Mode(m uint32) string {
-	var fm fs.FileMode = fs.FileMode(m & 0o777)
-	switch m & syscall.S_IFMT {
-	case syscall.S_IFDIR:
-		fm |= fs.ModeDir
-	case syscall.S_IFLNK:
-		fm |= fs.ModeSymlink
-	case syscall.S_IFIFO:
-		fm |= fs.ModeNamedPipe
-	case syscall.S_IFSOCK:
-		fm |= fs.ModeSocket
-	case syscall.S_IFCHR:
-		fm |= fs.ModeDevice | fs.ModeCharDevice
-	case syscall.S_IFBLK:
-		fm |= fs.ModeDevice
-	}
-	if m&syscall.S_ISUID != 0 {
-		fm |= fs.ModeSetuid
-	}
-	if m&syscall.S_ISGID != 0 {
-		fm |= fs.ModeSetgid
-	}
-	if m&syscall.S_ISVTX != 0 {
-		fm |= fs.ModeSticky
-	}
-	return fm.String()
-}
+func Mode(m uint32) string { return wire.FileMode(m).String() }
 
 // IsDir reports whether mode bits name a directory.
 func IsDir(m uint32) bool { return m&syscall.S_IFMT == syscall.S_IFDIR }

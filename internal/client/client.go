@@ -293,19 +293,29 @@ func (c *Client) target(ctx context.Context, prefix string, force bool) (*target
 		}
 		return nil, wire.Errorf(wire.CodeTokenExpired, "the token delegated for %s has expired; the transfer's client must ask again", prefix)
 	}
-	var resp wire.ResolveResp
-	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix}, &resp); err != nil {
+	resp, err := c.resolve(ctx, prefix, "")
+	if err != nil {
 		return nil, err
-	}
-	if resp.Share == "" {
-		c.forgetMounts()
-		return nil, &wire.Error{Code: wire.CodeStale, Message: fmt.Sprintf("%s is no longer a mount; try again", prefix)}
 	}
 	t = &target{ResolveResp: resp, fetched: now}
 	c.mu.Lock()
 	c.targets[prefix] = t
 	c.mu.Unlock()
 	return t, nil
+}
+
+// resolve asks the controller for mount prefix's share and a token for it
+// (that share proxy, if named, may present on this client's behalf).
+func (c *Client) resolve(ctx context.Context, prefix, proxy string) (wire.ResolveResp, error) {
+	var resp wire.ResolveResp
+	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix, Proxy: proxy}, &resp); err != nil {
+		return wire.ResolveResp{}, err
+	}
+	if resp.Share == "" {
+		c.forgetMounts()
+		return wire.ResolveResp{}, &wire.Error{Code: wire.CodeStale, Message: fmt.Sprintf("%s is no longer a mount; try again", prefix)}
+	}
+	return resp, nil
 }
 
 // ControllerWatch runs a watch request on the controller (see rpc.Conn.Watch).

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
@@ -113,21 +115,18 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	nparts := (len(p) + chunk - 1) / chunk
 	parts := make([]part, nparts)
-	sem := make(chan struct{}, max(f.Window, 1))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(max(f.Window, 1))
 	for i := 0; i < nparts; i++ {
 		lo := i * chunk
 		hi := min(lo+chunk, len(p))
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			n, _, err := f.readChunk(ctx, p[lo:hi], off+int64(lo))
 			parts[i] = part{n, err}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	total := 0
 	for i, pt := range parts {
 		total += pt.n
@@ -150,46 +149,38 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 		window = 1
 	}
 	var (
-		wg    sync.WaitGroup
 		mu    sync.Mutex
-		first error
 		total int
 	)
-	sem := make(chan struct{}, window)
+	g, failed := errgroup.WithContext(ctx)
+	g.SetLimit(window)
 	for lo := 0; lo < len(p) || (lo == 0 && len(p) == 0); lo += chunk {
-		hi := min(lo+chunk, len(p))
-		sem <- struct{}{}
-		mu.Lock()
-		stop := first != nil
-		mu.Unlock()
-		if stop {
-			<-sem
+		if failed.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		hi := min(lo+chunk, len(p))
+		g.Go(func() error {
+			if failed.Err() != nil {
+				return nil // an earlier request failed: send nothing after it
+			}
 			var resp wire.WriteResp
 			_, _, err := f.c.call(ctx, f.loc, wire.OpWrite, func(tok uint32) any {
 				return wire.WriteReq{Tok: tok, Handle: f.handle, Offset: off + int64(lo)}
 			}, p[lo:hi], &resp, nil, nil, true)
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				if first == nil {
-					first = named(err, f.loc)
-				}
-				return
+				return named(err, f.loc)
 			}
+			mu.Lock()
 			total += int(resp.N)
+			mu.Unlock()
 			f.setAttr(resp.Attr)
-		}()
+			return nil
+		})
 		if len(p) == 0 {
 			break
 		}
 	}
-	wg.Wait()
+	first := g.Wait()
 	if first == nil && total < len(p) {
 		first = fmt.Errorf("write %s: short write (%d of %d bytes)", f.loc.Global, total, len(p))
 	}

@@ -97,14 +97,7 @@ func (c *Client) ResolveFor(ctx context.Context, gpath, proxy string) (wire.Reso
 	if err != nil {
 		return wire.ResolveResp{}, err
 	}
-	var resp wire.ResolveResp
-	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: loc.Prefix, Proxy: proxy}, &resp); err != nil {
-		return wire.ResolveResp{}, err
-	}
-	if resp.Share == "" {
-		return wire.ResolveResp{}, wire.Errorf(wire.CodeStale, "%s is no longer a mount; try again", loc.Prefix)
-	}
-	return resp, nil
+	return c.resolve(ctx, loc.Prefix, proxy)
 }
 
 // Protection is the data channel protection this client asks for.
@@ -113,12 +106,6 @@ func (c *Client) Protection() string {
 		return "private"
 	}
 	return c.opts.Protection
-}
-
-// ShareOf returns the name of the share holding gpath.
-func (c *Client) ShareOf(ctx context.Context, gpath string) (string, error) {
-	loc, err := c.Locate(ctx, gpath)
-	return loc.Share, err
 }
 
 // NewDelegated makes a client that reaches only the share of t, with t's

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,9 @@ type invTable struct {
 	clock    uint64
 	capacity int
 	sessions map[string]*invSession
+	// callbacks counts the callback sessions, so that requests need not
+	// take the lock to grant holds when there are none.
+	callbacks atomic.Int32
 	now      func() time.Time
 	// wake is closed (and replaced) whenever records are added or a
 	// session acknowledges: long polls and recalls wait on it.
@@ -61,6 +65,9 @@ const maxHolds = 1 << 18
 // before what the session is told about path is read, so that a change
 // racing with the read is recalled.
 func (t *invTable) hold(id, path string) {
+	if t.callbacks.Load() == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.sessions[id]
@@ -286,6 +293,9 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 	now := t.now()
 	for sid, s := range t.sessions {
 		if now.Sub(s.lastPoll) > invIdle {
+			if s.callback {
+				t.callbacks.Add(-1)
+			}
 			delete(t.sessions, sid)
 		}
 	}
@@ -299,6 +309,13 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 		force = true
 	}
 	s.lastPoll = now
+	if callback != s.callback {
+		if callback {
+			t.callbacks.Add(1)
+		} else {
+			t.callbacks.Add(-1)
+		}
+	}
 	s.callback, s.lease = callback, lease
 	if since == 0 || since < s.lost || since > t.clock || s.broken {
 		force = true

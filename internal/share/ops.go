@@ -449,7 +449,7 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	}
 	name := osName(r.Path)
 	if r.Valid&wire.SetMode != 0 {
-		if err := s.root.Chmod(name, fs.FileMode(r.Mode&0o777)|modeBits(r.Mode)); err != nil {
+		if err := s.root.Chmod(name, wire.FileMode(r.Mode&0o7777)); err != nil {
 			return rpc.Reply{}, toWire(req.Op, r.Path, err)
 		}
 	}
@@ -505,21 +505,6 @@ func (s *Server) getInv(req *rpc.Request) (rpc.Reply, error) {
 	paths, stamp, force, again := s.inv.longPoll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)),
 		time.Duration(r.Wait), time.Duration(r.Lease))
 	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
-}
-
-// modeBits maps setuid/setgid/sticky from Unix bits to fs.FileMode.
-func modeBits(m uint32) fs.FileMode {
-	var fm fs.FileMode
-	if m&syscall.S_ISUID != 0 {
-		fm |= fs.ModeSetuid
-	}
-	if m&syscall.S_ISGID != 0 {
-		fm |= fs.ModeSetgid
-	}
-	if m&syscall.S_ISVTX != 0 {
-		fm |= fs.ModeSticky
-	}
-	return fm
 }
 
 // attrReply answers with the attributes of rel.

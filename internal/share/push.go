@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/rpc"
@@ -134,48 +136,31 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 	defer dst.Close(context.WithoutCancel(ctx))
 	nblocks := int((r.Length + int64(r.Block) - 1) / int64(r.Block))
 	sums := make([]uint32, nblocks)
-	sem := make(chan struct{}, max(1, min(r.Window, 64)))
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
+	g, failed := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, min(r.Window, 64)))
 	for i := range nblocks {
-		sem <- struct{}{}
-		mu.Lock()
-		stop := first != nil
-		mu.Unlock()
-		if stop {
-			<-sem
+		if failed.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
+			if failed.Err() != nil {
+				return nil
+			}
 			off := r.Offset + int64(i)*int64(r.Block)
 			buf := make([]byte, min(int64(r.Block), r.Offset+r.Length-off))
 			n, err := f.ReadAt(buf, off)
-			if err == nil || errors.Is(err, io.EOF) && n == len(buf) {
+			switch {
+			case err == nil || errors.Is(err, io.EOF) && n == len(buf):
 				sums[i] = wire.CRC(buf)
-				err = dst.WriteBlock(ctx, buf, off, sums[i])
-			} else if err == nil || errors.Is(err, io.EOF) {
-				err = wire.Errorf(wire.CodeInvalid, "/%s shrank while being pushed (%d bytes at %d)", r.Path, n, off)
-			} else {
-				err = toWire(req.Op, r.Path, err)
+				return dst.WriteBlock(ctx, buf, off, sums[i])
+			case errors.Is(err, io.EOF):
+				return wire.Errorf(wire.CodeInvalid, "/%s shrank while being pushed (%d bytes at %d)", r.Path, n, off)
 			}
-			if err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
+			return toWire(req.Op, r.Path, err)
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return rpc.Reply{}, first
+	if err := g.Wait(); err != nil {
+		return rpc.Reply{}, err
 	}
 	if r.Sync {
 		if err := dst.Sync(ctx); err != nil {

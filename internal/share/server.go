@@ -357,28 +357,29 @@ func isExpired(err error) bool { return errors.Is(err, auth.ErrTokenExpired) }
 
 // changed records paths changed through the share by the request's agent.
 func (s *Server) changed(req *rpc.Request, paths ...string) {
-	src := ""
-	if ss, ok := req.Conn.State.(*session); ok {
-		ss.mu.Lock()
-		src = ss.inv
-		ss.mu.Unlock()
-	}
+	src := invSessionOf(req)
 	stamp, recalled := s.inv.record(src, paths...)
 	// Callback sessions must have dropped what they cached of these
 	// paths before the change is acknowledged to its maker.
 	s.inv.waitAcked(stamp, recalled)
 }
 
+// invSessionOf names the invalidation session of the request's agent
+// ("" for clients without one).
+func invSessionOf(req *rpc.Request) string {
+	ss, ok := req.Conn.State.(*session)
+	if !ok {
+		return ""
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.inv
+}
+
 // holds grants the request's session read delegations on paths, before
 // the request reads them (see invTable.hold).
 func (s *Server) holds(req *rpc.Request, paths ...string) {
-	ss, ok := req.Conn.State.(*session)
-	if !ok {
-		return
-	}
-	ss.mu.Lock()
-	id := ss.inv
-	ss.mu.Unlock()
+	id := invSessionOf(req)
 	if id == "" {
 		return
 	}

@@ -137,7 +137,7 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	if dir != "" {
 		tmp = dir + "/" + tmp
 	}
-	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fs.FileMode(r.Mode&0o777)|modeBits(r.Mode))
+	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, wire.FileMode(r.Mode&0o7777))
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}

@@ -74,29 +74,12 @@ func (x *run) copySmall(ctx context.Context, j job) error {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		if x.third != nil {
-			err := x.pushSmall(ctx, j)
-			if err == nil || !retryable(err) || attempt >= x.o.Retries {
-				return err
-			}
-			x.retries.Add(1)
-			if err := backoff(ctx, attempt+1); err != nil {
-				return err
-			}
-			continue
-		}
-		data, in, whole, err := x.src.ReadSmall(ctx, j.sp, *buf)
-		if err == nil && !whole {
-			j.in.Size = max(in.Size, int64(len(*buf))+1)
-			return x.copyLarge(ctx, j) // it grew beyond a block meanwhile
+		err := x.smallOnce(ctx, &j, *buf)
+		if errors.Is(err, errGrew) {
+			return x.copyLarge(ctx, j)
 		}
 		if err == nil {
-			x.limit(ctx, len(data))
-			err = x.dst.WriteSmall(ctx, j.dp, data, j.in.Mode, in.Mtime, wire.CRC(data))
-			if err == nil {
-				x.moved.Add(int64(len(data)))
-				return nil
-			}
+			return nil
 		}
 		if errors.Is(err, errCorrupt) {
 			x.corrupt.Add(1)
@@ -109,6 +92,31 @@ func (x *run) copySmall(ctx context.Context, j job) error {
 			return err
 		}
 	}
+}
+
+// errGrew: a small file grew beyond a block while it was being copied.
+var errGrew = errors.New("the file grew beyond one block")
+
+// smallOnce is one attempt at a small file: share to share, or read
+// whole and written whole. When the file grew, j gets its new size.
+func (x *run) smallOnce(ctx context.Context, j *job, buf []byte) error {
+	if x.third != nil {
+		return x.pushSmall(ctx, *j)
+	}
+	data, in, whole, err := x.src.ReadSmall(ctx, j.sp, buf)
+	if err != nil {
+		return err
+	}
+	if !whole {
+		j.in.Size = max(in.Size, int64(len(buf))+1)
+		return errGrew
+	}
+	x.limit(ctx, len(data))
+	if err := x.dst.WriteSmall(ctx, j.dp, data, j.in.Mode, in.Mtime, wire.CRC(data)); err != nil {
+		return err
+	}
+	x.moved.Add(int64(len(data)))
+	return nil
 }
 
 // alreadyThere reports (and counts) a file that a previous run copied
