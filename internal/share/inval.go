@@ -22,7 +22,7 @@ type invTable struct {
 	// callbacks counts the callback sessions, so that requests need not
 	// take the lock to grant holds when there are none.
 	callbacks atomic.Int32
-	now      func() time.Time
+	now       func() time.Time
 	// wake is closed (and replaced) whenever records are added or a
 	// session acknowledges: long polls and recalls wait on it.
 	wake chan struct{}
