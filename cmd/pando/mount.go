@@ -31,7 +31,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
-	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close) or through (each write)")
+	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 16, "blocks kept in flight ahead of a sequential reader")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
@@ -68,6 +68,9 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 			return cfg, cli.Usagef("--policy: %v", err)
 		}
 		cfg.VFS.Policies = append(cfg.VFS.Policies, pol)
+	}
+	if err := cfg.VFS.Check(); err != nil {
+		return cfg, cli.Usagef("--write: %v", err)
 	}
 	cfg.VFS.ReadAhead = f.readAhead
 	return cfg, nil
@@ -149,6 +152,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			slices.Sort(ops)
 			for share, age := range st.Staleness {
 				fmt.Fprintf(w, "share %s: last invalidation poll %s ago\n", share, age)
+			}
+			if d := st.Delegations; d != nil {
+				fmt.Fprintf(w, "write delegations: %d held, %d granted, %d recalled, %d lost with data in conflict\n", d.Held, d.Granted, d.Recalls, d.Conflicts)
 			}
 			rows := [][]string{{"RPC", "COUNT"}}
 			for _, op := range ops {

@@ -122,6 +122,9 @@ func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		err = a.m.Unmount()
 		a.m.Wait()
+		if ferr := a.v.FlushDelegs(); ferr != nil {
+			a.cfg.Log.Warn("data kept back under write delegations could not all be sent; it stays in the cache and is sent at the next start", "err", ferr)
+		}
 		a.v.Close()
 		if a.ctl != nil {
 			a.ctl.Close()
@@ -145,8 +148,10 @@ type Stats struct {
 	// Staleness is, per share under poll, the age of the share's last
 	// confirmation of this agent's cache: how stale answers may be.
 	Staleness map[string]string `json:"staleness,omitempty"`
-	Cache     cache.Stats       `json:"cache"`
-	OpenFiles int               `json:"open_files"`
+	// Delegations counts write delegations (write mode back).
+	Delegations *vfs.DelegStats `json:"delegations,omitempty"`
+	Cache       cache.Stats     `json:"cache"`
+	OpenFiles   int             `json:"open_files"`
 }
 
 // Stats returns the agent's counters.
@@ -160,7 +165,12 @@ func (a *Agent) Stats() Stats {
 			stale[share] = d.Round(time.Millisecond).String()
 		}
 	}
-	return Stats{Staleness: stale, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
+	var dl *vfs.DelegStats
+	if o.Write == vfs.WriteBack {
+		d := a.v.Delegations()
+		dl = &d
+	}
+	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles()}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/sys/unix"
 )
 
 // Options size a cache.
@@ -51,6 +52,7 @@ type Cache struct {
 	clock    atomic.Int64 // logical time of last use, for LRU
 
 	idxMu    sync.Mutex
+	flushMu  sync.Mutex                   // one index flush at a time, so Persist sees its records committed
 	dirtyIdx map[string]bool              // index records to write
 	metaIdx  map[string]map[string][]byte // bucket -> key -> value to write (nil: delete)
 
@@ -256,7 +258,10 @@ func (c *Cache) flusher() {
 		case <-c.flushQuit:
 			return
 		case <-t.C:
-			if err := c.flushIndex(); err != nil {
+			c.flushMu.Lock()
+			err := c.flushIndex()
+			c.flushMu.Unlock()
+			if err != nil {
 				c.log.Warn("cannot write the cache index", "err", err)
 			}
 		}
@@ -530,6 +535,37 @@ type Fetcher func(ctx context.Context, p []byte, off int64) (int, error)
 
 // ErrBadBlock is returned by readBlock for a block whose CRC does not match.
 var ErrBadBlock = errors.New("cached block failed its checksum")
+
+// Persist makes what the cache holds of key durable: its data file is
+// synced and the index, dirty ranges included, committed. A close that
+// keeps written data back (write mode back) returns only after this.
+func (c *Cache) Persist(key string) error {
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		f, err := c.file(e)
+		if err == nil {
+			e.io++
+		}
+		e.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		err = unix.Fdatasync(int(f.Fd()))
+		e.mu.Lock()
+		e.io--
+		c.doneFile(e)
+		e.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("syncing the cache: %w", err)
+		}
+	}
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	return c.flushIndex()
+}
 
 // Sync waits until every staged block has been written to disk (or
 // dropped); for tests and for a clean shutdown.

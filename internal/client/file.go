@@ -28,8 +28,9 @@ type File struct {
 	handle uint64
 	flags  uint32
 
-	mu   sync.Mutex
-	attr wire.Attr
+	mu    sync.Mutex
+	attr  wire.Attr
+	deleg bool // the share granted a write delegation with the open
 
 	// Chunk and Window size bulk transfers (requests of Chunk bytes,
 	// Window of them in flight).
@@ -58,9 +59,16 @@ func (c *Client) open(ctx context.Context, op wire.Op, gpath string, flags, mode
 	if err != nil {
 		return nil, named(err, loc)
 	}
-	return &File{c: c, loc: loc, conn: conn, handle: resp.Handle, flags: flags, attr: resp.Attr,
+	return &File{c: c, loc: loc, conn: conn, handle: resp.Handle, flags: flags, attr: resp.Attr, deleg: resp.Deleg,
 		Chunk: DefaultChunk, Window: DefaultWindow}, nil
 }
+
+// Loc is where the file lives.
+func (f *File) Loc() Loc { return f.loc }
+
+// Deleg reports whether the share granted a write delegation when the
+// file was opened (wire.OpenDeleg).
+func (f *File) Deleg() bool { return f.deleg }
 
 // Name is the file's global path.
 func (f *File) Name() string { return f.loc.Global }

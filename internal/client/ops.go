@@ -284,3 +284,20 @@ func (c *Client) GetInvWait(ctx context.Context, gpath string, since uint64, max
 	}, nil, &resp, nil, nil, false)
 	return resp, err
 }
+
+// DelegReturn gives back the write delegation on the file at gpath that
+// the share recalled: first with the ranges still to be written (pending),
+// then with done once everything is at the share.
+func (c *Client) DelegReturn(ctx context.Context, gpath string, pending []wire.ByteRange, done bool) error {
+	if c.opts.Session == "" {
+		return fmt.Errorf("returning a delegation needs a client session")
+	}
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return err
+	}
+	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
+		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Pending: pending, Done: done}
+	}, nil, nil, nil, nil, false)
+	return named(err, loc)
+}

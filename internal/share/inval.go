@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"pando.dev/pando/internal/wire"
 )
 
 // invTable keeps, per agent session, a bounded circular buffer of the
@@ -30,6 +32,12 @@ type invTable struct {
 	// directory watcher's echo of that change is not sent back to its
 	// maker as news.
 	recent map[string]maker
+
+	// Write delegations (deleg.go): by share-relative path.
+	wdelegs    map[string]*wdeleg
+	delegCount atomic.Int32
+	delegFile  string
+	grace      time.Time // until then, listed delegations may be reclaimed
 }
 
 type maker struct {
@@ -259,18 +267,22 @@ func (s *invSession) add(r invRec, capacity int) {
 
 // longPoll is poll for callback sessions: with nothing to report it waits
 // up to wait for a change. Each call acknowledges the records up to since.
-func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.Duration) (paths []string, stamp uint64, force, again bool) {
+func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.Duration) (paths []string, recalls []wire.Recall, stamp uint64, force, again bool) {
 	wait, lease = min(wait, maxWait), min(lease, maxLease)
 	deadline := time.Now().Add(wait)
 	for {
 		paths, stamp, force, again = t.poll(id, since, max, wait > 0, lease)
-		if force || len(paths) > 0 || wait <= 0 {
-			return
-		}
 		t.mu.Lock()
+		if !force {
+			recalls = t.recallsFor(id, t.now())
+		}
 		ch := t.wake
 		pending := stamp != t.clock
+		_, resend := t.recallsDue(id, t.now())
 		t.mu.Unlock()
+		if force || len(paths) > 0 || len(recalls) > 0 || wait <= 0 {
+			return
+		}
 		left := time.Until(deadline)
 		if pending || left <= 0 {
 			if left <= 0 {
@@ -278,10 +290,13 @@ func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.D
 			}
 			continue
 		}
+		if !resend.IsZero() {
+			// Wake up to send again a recall left unanswered.
+			left = min(left, time.Until(resend)+time.Millisecond)
+		}
 		select {
 		case <-ch:
 		case <-time.After(left):
-			return
 		}
 	}
 }
@@ -297,6 +312,7 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 				t.callbacks.Add(-1)
 			}
 			delete(t.sessions, sid)
+			t.dropDelegs(sid)
 		}
 	}
 	s := t.sessions[id]
@@ -325,6 +341,10 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 		t.signal()
 	}
 	if force {
+		if s.broken {
+			// It went its lease without asking: it trusts no delegation.
+			t.dropDelegs(id)
+		}
 		s.recs = s.recs[:0]
 		s.lost = t.clock
 		s.broken = false

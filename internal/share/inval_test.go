@@ -57,7 +57,7 @@ func TestInvalidationBuffer(t *testing.T) {
 func TestCallbackRecall(t *testing.T) {
 	tab := newInvTable(time.Now)
 	lease := 300 * time.Millisecond
-	_, s0, force, _ := tab.longPoll("a", 0, 0, time.Second, lease)
+	_, _, s0, force, _ := tab.longPoll("a", 0, 0, time.Second, lease)
 	if !force {
 		t.Fatal("first poll without force")
 	}
@@ -68,7 +68,7 @@ func TestCallbackRecall(t *testing.T) {
 	}
 	got := make(chan []string, 1)
 	go func() {
-		paths, _, _, _ := tab.longPoll("a", s0, 0, 5*time.Second, lease)
+		paths, _, _, _, _ := tab.longPoll("a", s0, 0, 5*time.Second, lease)
 		got <- paths
 	}()
 	time.Sleep(20 * time.Millisecond)

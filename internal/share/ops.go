@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/fault"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
@@ -50,6 +51,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.setattr(req)
 	case wire.OpGetInv:
 		return s.getInv(req)
+	case wire.OpDelegReturn:
+		return s.delegReturn(req)
 	case wire.OpSum:
 		return s.sum(req)
 	case wire.OpGetFile:
@@ -86,8 +89,9 @@ func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Right
 		}
 	}
 	// Whatever the session learns of rel from here on is under a read
-	// delegation (callback sessions), granted before it is read.
-	s.holds(req, rel)
+	// delegation (callback sessions), granted before it is read, once any
+	// other agent's write delegation on it is returned.
+	s.touch(req, rel, firstBlock)
 	return t, nil
 }
 
@@ -190,6 +194,10 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
 		return rpc.Reply{}, err
 	}
+	id := invSessionOf(req)
+	if r.Flags&wire.OpenTrunc != 0 && s.inv.delegCount.Load() > 0 {
+		s.inv.awaitDeleg(id, r.Path, wire.ByteRange{}, true)
+	}
 	// Opening names a file, never a symlink: clients resolve links
 	// themselves, and a name that became a link since is refused.
 	if r.Flags&wire.OpenFollow == 0 {
@@ -217,9 +225,33 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if req.Op == wire.OpCreate || r.Flags&wire.OpenTrunc != 0 {
 		s.changed(req, r.Path, parentOf(r.Path))
 	}
-	id := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), conn: req.Conn, rel: r.Path, flags: r.Flags,
-		writing: osFlags&(os.O_WRONLY|os.O_RDWR) != 0})
-	return rpc.Reply{Msg: wire.OpenResp{Handle: id, Attr: a}}, nil
+	writing := osFlags&(os.O_WRONLY|os.O_RDWR) != 0
+	hid := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), session: id, conn: req.Conn, rel: r.Path, flags: r.Flags,
+		writing: writing})
+	deleg := false
+	if r.Flags&wire.OpenDeleg != 0 && writing && id != "" && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		deleg = s.grantWrite(req, id, r.Path, r.Flags&wire.OpenReclaim != 0)
+	}
+	return rpc.Reply{Msg: wire.OpenResp{Handle: hid, Attr: a, Deleg: deleg}}, nil
+}
+
+// grantWrite grants session id a write delegation on rel if no other
+// agent has the file open; other agents' read delegations on it are
+// recalled first, so that they ask again (and so recall this one) before
+// they use the file.
+func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) bool {
+	s.mu.Lock()
+	for _, h := range s.handles {
+		if h.rel == rel && h.session != id {
+			s.mu.Unlock()
+			return false
+		}
+	}
+	s.mu.Unlock()
+	if !reclaim {
+		s.changed(req, rel)
+	}
+	return s.inv.grantWrite(id, rel, reclaim)
 }
 
 func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
@@ -236,6 +268,9 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	}
 	if r.Offset < 0 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "negative read offset %d", r.Offset)
+	}
+	if s.inv.delegCount.Load() > 0 {
+		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
 	}
 	var bp *[]byte
 	var buf []byte
@@ -285,6 +320,7 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
+	s.inv.wroteDeleg(invSessionOf(req), h.rel, r.Offset, int64(n))
 	s.changed(req, h.rel)
 	a, err := fileAttr(h.f)
 	if err != nil {
@@ -502,9 +538,29 @@ func (s *Server) getInv(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "an invalidation poll needs a session name of 1 to 64 bytes")
 	}
 	// Sessions are per principal: one cannot drain another's buffer.
-	paths, stamp, force, again := s.inv.longPoll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)),
+	paths, recalls, stamp, force, again := s.inv.longPoll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)),
 		time.Duration(r.Wait), time.Duration(r.Lease))
-	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
+	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Recalls: recalls, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
+}
+
+// delegReturn takes back (part of) a recalled write delegation.
+func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.DelegReturnReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	t, err := s.token(req, r.Tok)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Session == "" || len(r.Session) > 64 || len(r.Pending) > 1<<16 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return needs a session name of 1 to 64 bytes and at most 65536 pending ranges")
+	}
+	s.inv.returnDeleg(t.Principal+"/"+r.Session, r.Path, r.Pending, r.Done)
+	if !r.Done {
+		fault.Crash("share.deleg.partial-return")
+	}
+	return rpc.Reply{}, nil
 }
 
 // attrReply answers with the attributes of rel.

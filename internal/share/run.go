@@ -92,7 +92,8 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		return nil, err
 	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root,
-		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection})
+		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
+		DelegFile: delegFileFor(rc.StateDir, rc.Name)})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()

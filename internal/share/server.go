@@ -37,6 +37,9 @@ type Config struct {
 	// Protection lists the data channel protections clients may ask for:
 	// "private" (TLS), "safe", "clear". Empty means private and safe.
 	Protection []string
+	// DelegFile lists the write delegations held, so that their holders
+	// can reclaim them after a restart ("": no list, no grace period).
+	DelegFile string
 }
 
 // Server serves one exported directory.
@@ -60,6 +63,7 @@ type Server struct {
 type handle struct {
 	f       *os.File
 	owner   string // principal
+	session string // the agent's invalidation session, if any
 	conn    *rpc.ServerConn
 	rel     string
 	flags   uint32
@@ -101,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
 	s.inv = newInvTable(cfg.Now)
+	s.inv.loadDelegs(cfg.DelegFile)
 	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
 	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {
 		cfg.Log.Warn("changes made directly in the exported directory will be noticed only by revalidation", "err", err)
@@ -325,7 +330,11 @@ func (s *Server) tokenHandle(req *rpc.Request, tok uint32, id uint64) (*handle, 
 	}
 	h, err := s.handle(req, id)
 	if err == nil {
-		s.holds(req, h.rel) // as in allow: replies carry the file's attributes
+		want := firstBlock
+		if req.Op == wire.OpRead {
+			want = wire.ByteRange{} // read checks its own range
+		}
+		s.touch(req, h.rel, want) // as in allow: replies carry the file's attributes
 	}
 	return h, err
 }
@@ -374,6 +383,29 @@ func invSessionOf(req *rpc.Request) string {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return ss.inv
+}
+
+// touch is called before a request uses rel: it waits for another
+// agent's write delegation on rel (or, for a listing, on its entries) to
+// be returned as far as the request needs (want: the bytes it reads
+// first), then grants the request's session a read delegation on rel.
+func (s *Server) touch(req *rpc.Request, rel string, want wire.ByteRange) {
+	id := invSessionOf(req)
+	for _, p := range s.inv.delegsNear(rel, req.Op == wire.OpReadDir) {
+		s.inv.awaitDeleg(id, p, want, mutates(req.Op))
+	}
+	s.holds(req, rel)
+}
+
+// mutates reports whether requests of op change what they name (and so
+// must wait for a recalled write delegation to be returned completely).
+func mutates(op wire.Op) bool {
+	switch op {
+	case wire.OpGetAttr, wire.OpReadDir, wire.OpReadlink, wire.OpStatFS, wire.OpOpen, wire.OpRead,
+		wire.OpFGetAttr, wire.OpSum, wire.OpGetFile, wire.OpFsync, wire.OpClose:
+		return false
+	}
+	return true
 }
 
 // holds grants the request's session read delegations on paths, before

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,8 +36,13 @@ type FS struct {
 	gen uint64
 
 	pollers map[string]*poller // by share, for paths under poll
-	quit    chan struct{}
-	log     *slog.Logger
+	// Write delegations held (write mode back), by global path.
+	wdelegs       map[string]*wdeleg
+	delegsGranted uint64
+	recalls       atomic.Uint64
+	conflicts     atomic.Uint64
+	quit          chan struct{}
+	log           *slog.Logger
 	// notify, if set, tells the kernel to forget a path (set by the edge).
 	notify func(g string)
 }
@@ -137,7 +143,7 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	}
 	return &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
 		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
-		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller),
+		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
 		quit: make(chan struct{}), log: opts.Log}
 }
 
@@ -266,7 +272,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 		if e.neg {
 			return wire.Attr{}, syscall.ENOENT
 		}
-		return e.a, nil
+		return v.localAttr(p, e.a), nil
 	}
 	if !ok && pol.Mode == Immutable {
 		// Immutable data is never revalidated: what an earlier run of
@@ -291,7 +297,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 		return wire.Attr{}, err
 	}
 	v.setFetched(p, a, g)
-	return a, nil
+	return v.localAttr(p, a), nil
 }
 
 // ReadDir lists p with attributes, from the listing cache while fresh.
@@ -376,6 +382,7 @@ func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error
 // Unlink removes a file.
 func (v *FS) Unlink(ctx context.Context, p string) error {
 	v.waitOpens(ctx, p)
+	v.settle(p)
 	err := v.c.Remove(ctx, p)
 	v.forget(p)
 	return err
@@ -392,6 +399,8 @@ func (v *FS) Rmdir(ctx context.Context, p string) error {
 func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) error {
 	v.waitOpens(ctx, oldp)
 	v.waitOpens(ctx, newp)
+	v.settle(oldp)
+	v.settle(newp)
 	err := v.c.Rename(ctx, oldp, newp, noReplace)
 	v.forgetTree(oldp)
 	v.forgetTree(newp)
@@ -413,6 +422,7 @@ func (v *FS) Readlink(ctx context.Context, p string) (string, error) { return v.
 
 // Link makes newp a hard link to oldp.
 func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
+	v.settle(oldp)
 	a, err := v.c.Link(ctx, oldp, newp)
 	v.forget(newp)
 	v.forget(oldp)

@@ -143,7 +143,7 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 	if flags&syscall.O_TRUNC != 0 {
 		wf |= wire.OpenTrunc
 	}
-	f, err := v.c.Create(ctx, p, wf, mode&0o7777)
+	f, err := v.c.Create(ctx, p, v.openFlags(p, wf), mode&0o7777)
 	v.forget(p)
 	if err != nil {
 		return nil, wire.Attr{}, err
@@ -159,6 +159,7 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 		_ = v.cache.Truncate(h.key, 0)
 	}
 	h.remote, h.rflags = f, wf
+	v.noteDeleg(p, h.key, f)
 	return h, a, nil
 }
 
@@ -201,15 +202,16 @@ func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File
 	if write || wantsWrite(h.flags) {
 		flags = wire.OpenRead | wire.OpenWrite
 	}
-	f, err := h.v.c.Open(ctx, h.path, flags)
+	f, err := h.v.c.Open(ctx, h.path, h.v.openFlags(h.path, flags))
 	if err != nil && flags&wire.OpenWrite != 0 {
 		// Write without read permission on the file itself.
 		flags = wire.OpenWrite
-		f, err = h.v.c.Open(ctx, h.path, flags)
+		f, err = h.v.c.Open(ctx, h.path, h.v.openFlags(h.path, flags))
 	}
 	if err != nil {
 		return nil, err
 	}
+	h.v.noteDeleg(h.path, h.key, f)
 	if old := h.remote; old != nil {
 		if h.reader == nil && h.rflags&wire.OpenRead != 0 {
 			h.reader = old // still readable, and maybe in use: keep it until Release
@@ -337,6 +339,10 @@ func (h *Handle) Flush(ctx context.Context) error {
 	h.mu.Unlock()
 	if !dirty {
 		return nil
+	}
+	h.waitOpen(ctx)
+	if h.v.keepBack(h) {
+		return nil // kept back under a write delegation
 	}
 	if err := h.v.writeBack(ctx, h.key, h.path, h); err != nil {
 		return err

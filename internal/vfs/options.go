@@ -83,16 +83,22 @@ type WriteMode int
 const (
 	WriteClose   WriteMode = iota // on the last close
 	WriteThrough                  // before each write returns
+	// WriteBack keeps writes in the cache while the share has granted a
+	// write delegation (callback only); close mode otherwise.
+	WriteBack
 )
 
 func (w WriteMode) String() string {
-	if w == WriteThrough {
+	switch w {
+	case WriteThrough:
 		return "through"
+	case WriteBack:
+		return "back"
 	}
 	return "close"
 }
 
-// ParseWriteMode parses "close" or "through".
+// ParseWriteMode parses "close", "through" or "back".
 func ParseWriteMode(s string) (WriteMode, error) {
 	switch s {
 	case "close":
@@ -100,9 +106,25 @@ func ParseWriteMode(s string) (WriteMode, error) {
 	case "through":
 		return WriteThrough, nil
 	case "back":
-		return 0, fmt.Errorf("write mode back needs the callback consistency mode, which is not available yet; use close or through")
+		return WriteBack, nil
 	}
-	return 0, fmt.Errorf("unknown write mode %q; use close or through", s)
+	return 0, fmt.Errorf("unknown write mode %q; use close, through or back", s)
+}
+
+// Check reports options that do not fit together.
+func (o *Options) Check() error {
+	if o.Write != WriteBack {
+		return nil
+	}
+	if o.Consistency.Mode == Callback {
+		return nil
+	}
+	for _, p := range o.Policies {
+		if p.Consistency.Mode == Callback {
+			return nil
+		}
+	}
+	return fmt.Errorf("write mode back needs write delegations, which only the callback consistency mode has; add --consistency callback (or a --policy PREFIX=callback), or use --write close")
 }
 
 // Policy applies a consistency mode to a path prefix.

@@ -66,6 +66,14 @@ func (pl *poller) fresh(t, now time.Time) bool {
 	return now.Sub(t) < pl.period // polls failing: the window rule
 }
 
+// leaseOK reports whether the back channel's lease holds now: the last
+// successful long poll was sent less than the lease ago.
+func (pl *poller) leaseOK(now time.Time) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.callback && !pl.lastOK.IsZero() && now.Sub(pl.lastOK) < callbackLease
+}
+
 // Staleness is how old the newest confirmation from the share is.
 func (pl *poller) staleness(now time.Time) time.Duration {
 	pl.mu.Lock()
@@ -137,8 +145,14 @@ func (pl *poller) poll() error {
 		pl.epoch, pl.since = resp.Epoch, resp.Stamp
 		pl.polls++
 		pl.mu.Unlock()
+		for _, r := range resp.Recalls {
+			go pl.v.recall(pl, r)
+		}
 		if force {
 			pl.v.forgetShare(pl.share)
+			if pl.callback {
+				go pl.v.reclaimDelegs(pl.share)
+			}
 			pl.mu.Lock()
 			pl.validSince = sent
 			if pl.callback {

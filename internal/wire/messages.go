@@ -49,6 +49,9 @@ const (
 // Consistency operations (60..79).
 const (
 	OpGetInv Op = 60 // GetInvReq -> GetInvResp: invalidation polling
+	// OpDelegReturn gives back (part of) a write delegation the share
+	// recalled: DelegReturnReq -> Empty.
+	OpDelegReturn Op = 61
 )
 
 // Controller operations.
@@ -72,7 +75,7 @@ var opNames = map[Op]string{
 	OpAuth: "auth", OpGetAttr: "getattr", OpReadDir: "readdir", OpOpen: "open", OpCreate: "create",
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
-	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv",
+	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
 	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
@@ -91,7 +94,7 @@ func (o Op) String() string {
 // lost reply without changing the outcome. Only these are retried.
 func (o Op) Idempotent() bool {
 	switch o {
-	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv,
+	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn,
 		OpSum, OpGetFile, OpPutFile, OpPush,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
 		return true
@@ -139,6 +142,37 @@ type GetInvResp struct {
 	Force bool     `cbor:"3,keyasint,omitempty"`
 	Again bool     `cbor:"4,keyasint,omitempty"`
 	Epoch uint64   `cbor:"5,keyasint"`
+	// Recalls are the write delegations of this session the share wants
+	// back (a conflicting access waits for them), with the range the
+	// conflicting request needs first. Answer each with OpDelegReturn.
+	Recalls []Recall `cbor:"6,keyasint,omitempty"`
+}
+
+// Recall asks for a write delegation back: Path is share-relative; the
+// bytes [Off, Off+Len) are wanted first (Len 0: nothing in particular).
+type Recall struct {
+	Path string `cbor:"1,keyasint"`
+	Off  int64  `cbor:"2,keyasint"`
+	Len  int64  `cbor:"3,keyasint"`
+}
+
+// DelegReturnReq returns a write delegation the share recalled, in one or
+// two steps: first, once the wanted range and the file's final size are at
+// the share, with the ranges still to come (Pending); then with Done, once
+// everything is written. Requests of other agents that need none of the
+// pending bytes go ahead after the first step.
+type DelegReturnReq struct {
+	Tok     uint32      `cbor:"1,keyasint"`
+	Session string      `cbor:"2,keyasint"`
+	Path    string      `cbor:"3,keyasint"`
+	Pending []ByteRange `cbor:"4,keyasint,omitempty"`
+	Done    bool        `cbor:"5,keyasint,omitempty"`
+}
+
+// ByteRange is Len bytes at Off.
+type ByteRange struct {
+	Off int64 `cbor:"1,keyasint"`
+	Len int64 `cbor:"2,keyasint"`
 }
 
 // AuthResp answers AuthReq.
@@ -197,6 +231,14 @@ const (
 	// it, opening a symlink fails with ELOOP, as FUSE clients resolve
 	// links themselves.
 	OpenFollow uint32 = 1 << 5
+	// OpenDeleg asks for a write delegation with a writable open, for a
+	// callback session: granted when no other agent has the file open,
+	// it lets the agent keep writes to itself until the share recalls it
+	// (OpenResp.Deleg says whether it was granted).
+	OpenDeleg uint32 = 1 << 6
+	// OpenReclaim, with OpenDeleg, reclaims a delegation held before the
+	// share restarted, within its grace period.
+	OpenReclaim uint32 = 1 << 7
 )
 
 // OpenReq opens (or, with OpCreate, creates) a file.
@@ -211,6 +253,7 @@ type OpenReq struct {
 type OpenResp struct {
 	Handle uint64 `cbor:"1,keyasint"`
 	Attr   Attr   `cbor:"2,keyasint"`
+	Deleg  bool   `cbor:"3,keyasint,omitempty"` // a write delegation was granted
 }
 
 // HandleReq names an open handle.

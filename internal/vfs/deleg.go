@@ -1,0 +1,448 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/wire"
+)
+
+// Write delegations (write mode back, under callback). When the share
+// grants one with a writable open, no other agent has the file open and
+// none will use it without the share recalling the delegation first, so
+// this agent keeps the file's writes to itself: close returns once the data
+// is in the persistent cache. The data goes to the share when the share
+// recalls the delegation (the range the other agent wants first, then the
+// rest), backDelay after the last close, before an unlink or rename of the
+// file through this agent, and when the agent stops. The delegation is
+// trusted only while the back channel's lease is; without it, closes write
+// back as in close mode.
+
+// backDelay is how long written data is kept back after the last close of
+// a delegated file before it is sent anyway.
+const backDelay = 5 * time.Second
+
+// wdeleg is a write delegation this agent holds.
+type wdeleg struct {
+	g, share, rel, key string
+
+	mu        sync.Mutex // serialises write-backs of the file
+	returning bool       // recalled or given up: closes write back again
+	mtime     int64      // when data was last kept back (ns)
+	timer     *time.Timer
+}
+
+// backFor reports whether writes to p may be kept back under a delegation.
+func (v *FS) backFor(p string) bool {
+	return v.opts.Write == WriteBack && v.opts.policy(p).Mode == Callback
+}
+
+// openFlags adds the delegation request to a writable open of p.
+func (v *FS) openFlags(p string, flags uint32) uint32 {
+	if flags&wire.OpenWrite != 0 && v.backFor(p) {
+		flags |= wire.OpenDeleg
+	}
+	return flags
+}
+
+// noteDeleg records the delegation the share granted with f, if any.
+func (v *FS) noteDeleg(p, key string, f *client.File) {
+	if f == nil || !f.Deleg() {
+		return
+	}
+	loc := f.Loc()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if d := v.wdelegs[p]; d != nil && d.key == key && !d.returning {
+		return
+	}
+	v.wdelegs[p] = &wdeleg{g: p, share: loc.Share, rel: loc.Rel, key: key}
+	v.delegsGranted++
+	v.log.Debug("write delegation granted", "path", p)
+}
+
+// delegFor returns the usable delegation on p for cache key key.
+func (v *FS) delegFor(p, key string) *wdeleg {
+	v.mu.Lock()
+	d := v.wdelegs[p]
+	pl := (*poller)(nil)
+	if d != nil {
+		pl = v.pollers[d.share]
+	}
+	v.mu.Unlock()
+	if d == nil || d.key != key || pl == nil || !pl.leaseOK(time.Now()) {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.returning {
+		return nil
+	}
+	return d
+}
+
+// keepBack reports whether the handle's dirty data may stay in the cache
+// at close (a usable delegation), and schedules its write-back.
+func (v *FS) keepBack(h *Handle) bool {
+	if !v.backFor(h.path) {
+		return false
+	}
+	d := v.delegFor(h.path, h.key)
+	if d == nil {
+		return false
+	}
+	// The close acknowledges the data: it must survive a crash of the
+	// agent (it is sent when the agent comes back).
+	if err := v.cache.Persist(h.key); err != nil {
+		v.log.Warn("cannot make kept back data durable in the cache; sending it now", "path", h.path, "err", err)
+		return false
+	}
+	d.mu.Lock()
+	d.mtime = time.Now().UnixNano()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.timer = time.AfterFunc(backDelay, func() { v.sendBack(d, false) })
+	d.mu.Unlock()
+	return true
+}
+
+// localAttr corrects the share's attributes of p with what this agent
+// keeps back under a delegation (size and modification time).
+func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
+	if v.opts.Write != WriteBack {
+		return a
+	}
+	v.mu.Lock()
+	d := v.wdelegs[p]
+	v.mu.Unlock()
+	if d == nil || len(v.cache.Dirty(d.key)) == 0 {
+		return a
+	}
+	if _, size, ok := v.cache.Version(d.key); ok {
+		a.Size = size
+	}
+	d.mu.Lock()
+	if d.mtime > a.Mtime {
+		a.Mtime, a.Ctime = d.mtime, d.mtime
+	}
+	d.mu.Unlock()
+	return a
+}
+
+// sendBack writes d's kept-back data to the share; with giveUp, the
+// delegation is then given back (DelegReturn, done) and forgotten.
+func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if giveUp {
+		d.returning = true
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+	}
+	err := v.writeRanges(ctx, d, v.cache.Dirty(d.key), nil)
+	if err != nil {
+		v.log.Warn("cannot send data kept back under a write delegation; it stays in the cache", "path", d.g, "err", err)
+	}
+	if giveUp {
+		v.dropDeleg(d)
+		if err == nil {
+			err = v.c.DelegReturn(ctx, d.g, nil, true)
+		}
+	}
+	return err
+}
+
+// dropDeleg forgets d.
+func (v *FS) dropDeleg(d *wdeleg) {
+	v.mu.Lock()
+	if v.wdelegs[d.g] == d {
+		delete(v.wdelegs, d.g)
+	}
+	v.mu.Unlock()
+}
+
+// writeRanges sends the ranges of d's cached file through a share handle
+// of this agent's session (which no delegation holds up); first, if set,
+// runs once the first half of the work — the ranges of the first group —
+// and the final size are at the share (see recall).
+func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, first func(rest []cache.Range) error) error {
+	if len(ranges) == 0 && first == nil {
+		return nil
+	}
+	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite)
+	if err != nil {
+		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
+	}
+	defer f.Close(context.Background())
+	fetch := func(ctx context.Context, p []byte, off int64) (int, error) { return f.ReadAt(ctx, p, off) }
+	send := func(rs []cache.Range) error {
+		buf := make([]byte, 4<<20)
+		for _, r := range rs {
+			for off := r.Off; off < r.End(); {
+				n := min(int64(len(buf)), r.End()-off)
+				got, err := v.cache.ReadAt(ctx, d.key, buf[:n], off, fetch)
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("reading %s from the cache: %w", d.g, err)
+				}
+				if _, err := f.WriteAt(ctx, buf[:got], off); err != nil {
+					return fmt.Errorf("writing %s back to its share: %w", d.g, err)
+				}
+				// The share's version is now one this agent made: a crash
+				// from here on must not take it for someone else's change.
+				_, size, _ := v.cache.Version(d.key)
+				v.cache.MarkClean(d.key, []cache.Range{{Off: off, Len: n}}, f.Attr().Version, size)
+				off += n
+				fault.Crash("vfs.deleg.sent-block")
+			}
+		}
+		return nil
+	}
+	setSize := func() (wire.Attr, error) {
+		_, size, _ := v.cache.Version(d.key)
+		a, err := f.Stat(ctx)
+		if err != nil || a.Size == size {
+			return a, err
+		}
+		if err := f.Truncate(ctx, size); err != nil {
+			return a, err
+		}
+		if a, err = f.Stat(ctx); err == nil {
+			v.cache.MarkClean(d.key, nil, a.Version, size)
+		}
+		return a, err
+	}
+	head, rest := ranges, []cache.Range(nil)
+	if first != nil && len(ranges) > 0 {
+		head, rest = ranges[:1], ranges[1:] // see orderWanted
+	}
+	if err := send(head); err != nil {
+		return err
+	}
+	if first != nil {
+		if _, err := setSize(); err != nil {
+			return err
+		}
+		if err := first(rest); err != nil {
+			return err
+		}
+		fault.Crash("vfs.deleg.first-return")
+		if err := send(rest); err != nil {
+			return err
+		}
+	}
+	a, err := setSize()
+	if err != nil {
+		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
+	}
+	v.cache.MarkClean(d.key, ranges, a.Version, a.Size)
+	if err := v.cache.Persist(d.key); err != nil {
+		v.log.Warn("cannot record in the cache that data reached the share", "path", d.g, "err", err)
+	}
+	v.setAttr(d.g, a)
+	v.mu.Lock()
+	v.opened[d.key] = a.Version
+	v.mu.Unlock()
+	return nil
+}
+
+// recall answers a recall of one of this agent's write delegations: the
+// dirty bytes the other agent wants first, and the final size, then a
+// first DelegReturn naming what is still to come; then the rest, and the
+// final DelegReturn.
+func (v *FS) recall(pl *poller, r wire.Recall) {
+	v.recalls.Add(1)
+	var d *wdeleg
+	v.mu.Lock()
+	for _, x := range v.wdelegs {
+		if x.share == pl.share && x.rel == r.Path {
+			d = x
+			break
+		}
+	}
+	v.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	g := pl.gpath + "/" + r.Path
+	if gs := v.globals(pl.share, r.Path); len(gs) > 0 {
+		g = gs[0]
+	}
+	if d == nil {
+		// Not held here (any more): nothing to send.
+		_ = v.c.DelegReturn(ctx, g, nil, true)
+		return
+	}
+	d.mu.Lock()
+	v.mu.Lock()
+	held := v.wdelegs[d.g] == d
+	v.mu.Unlock()
+	if !held {
+		// A recall sent again after the first was answered.
+		d.mu.Unlock()
+		_ = v.c.DelegReturn(ctx, d.g, nil, true)
+		return
+	}
+	d.returning = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	ranges := orderWanted(v.cache.Dirty(d.key), r)
+	v.log.Debug("write delegation recalled", "path", d.g, "want", r, "ranges", ranges)
+	err := v.writeRanges(ctx, d, ranges, func(rest []cache.Range) error {
+		pending := make([]wire.ByteRange, len(rest))
+		for i, x := range rest {
+			pending[i] = wire.ByteRange{Off: x.Off, Len: x.Len}
+		}
+		return v.c.DelegReturn(ctx, d.g, pending, len(rest) == 0)
+	})
+	v.dropDeleg(d)
+	d.mu.Unlock()
+	if err != nil {
+		v.log.Warn("cannot write back a recalled file; its data stays in the cache", "path", d.g, "err", err)
+		return
+	}
+	if err := v.c.DelegReturn(ctx, d.g, nil, true); err != nil {
+		v.log.Warn("cannot return a write delegation", "path", d.g, "err", err)
+	}
+	v.log.Debug("write delegation returned", "path", d.g, "dirty left", v.cache.Dirty(d.key))
+	v.invalidate(d.g)
+}
+
+// orderWanted returns the dirty ranges with the part the recall wants
+// first at the front (split at the wanted range's bounds).
+func orderWanted(ranges []cache.Range, r wire.Recall) []cache.Range {
+	if len(ranges) == 0 {
+		return nil
+	}
+	var head, rest []cache.Range
+	if r.Len > 0 {
+		wend := r.Off + r.Len
+		for _, x := range ranges {
+			if x.End() <= r.Off || x.Off >= wend {
+				rest = append(rest, x)
+				continue
+			}
+			lo, hi := max(x.Off, r.Off), min(x.End(), wend)
+			head = append(head, cache.Range{Off: lo, Len: hi - lo})
+			if x.Off < lo {
+				rest = append(rest, cache.Range{Off: x.Off, Len: lo - x.Off})
+			}
+			if x.End() > hi {
+				rest = append(rest, cache.Range{Off: hi, Len: x.End() - hi})
+			}
+		}
+	} else {
+		rest = ranges
+	}
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Off < rest[j].Off })
+	if len(head) == 0 {
+		// Nothing wanted is dirty: the final size alone lets the other
+		// agent go ahead; send an empty head.
+		return append([]cache.Range{{}}, rest...)
+	}
+	merged := cache.Range{Off: head[0].Off, Len: head[len(head)-1].End() - head[0].Off}
+	return append([]cache.Range{merged}, rest...)
+}
+
+// settle writes back and gives up the delegation on p, if any, before an
+// operation that the delegation cannot cover (unlink, rename, link).
+func (v *FS) settle(p string) {
+	v.mu.Lock()
+	d := v.wdelegs[p]
+	v.mu.Unlock()
+	if d != nil {
+		_ = v.sendBack(d, true)
+	}
+}
+
+// reclaimDelegs runs after the share behind pl asked this agent to drop
+// its cache (it restarted, or thought this agent gone): each delegation
+// with data kept back is reclaimed; one that cannot be is given up, its
+// data sent if the file is unchanged and kept in the cache as a conflict
+// otherwise.
+func (v *FS) reclaimDelegs(share string) {
+	v.mu.Lock()
+	var ds []*wdeleg
+	for _, d := range v.wdelegs {
+		if d.share == share {
+			ds = append(ds, d)
+		}
+	}
+	v.mu.Unlock()
+	for _, d := range ds {
+		v.reclaim(d)
+	}
+}
+
+func (v *FS) reclaim(d *wdeleg) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base, _, _ := v.cache.Version(d.key)
+	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite|wire.OpenDeleg|wire.OpenReclaim)
+	if err == nil {
+		defer f.Close(context.Background())
+	}
+	dirty := len(v.cache.Dirty(d.key)) > 0
+	switch {
+	case err == nil && f.Deleg() && (f.Attr().Version == base || !dirty):
+		v.log.Info("write delegation reclaimed", "path", d.g)
+		return
+	case err == nil && (f.Attr().Version == base || !dirty):
+		v.log.Debug("write delegation not reclaimed; sending its data", "path", d.g)
+		_ = v.sendBack(d, true)
+	default:
+		d.mu.Lock()
+		d.returning = true
+		d.mu.Unlock()
+		v.dropDeleg(d)
+		v.conflicts.Add(1)
+		v.log.Warn("a file written here under a delegation that was lost changed at its share meanwhile; the local version stays in the cache",
+			"path", d.g, "err", err)
+	}
+}
+
+// FlushDelegs sends everything kept back under delegations and gives the
+// delegations back (the agent is stopping).
+func (v *FS) FlushDelegs() error {
+	v.mu.Lock()
+	ds := make([]*wdeleg, 0, len(v.wdelegs))
+	for _, d := range v.wdelegs {
+		ds = append(ds, d)
+	}
+	v.mu.Unlock()
+	var errs []error
+	for _, d := range ds {
+		if err := v.sendBack(d, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DelegStats counts write delegations: held now, granted, recalled, and
+// lost with data in conflict.
+type DelegStats struct {
+	Held      int    `json:"held"`
+	Granted   uint64 `json:"granted"`
+	Recalls   uint64 `json:"recalls"`
+	Conflicts uint64 `json:"conflicts"`
+}
+
+// Delegations reports the write delegations of this agent.
+func (v *FS) Delegations() DelegStats {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return DelegStats{Held: len(v.wdelegs), Granted: v.delegsGranted, Recalls: v.recalls.Load(), Conflicts: v.conflicts.Load()}
+}
