@@ -172,10 +172,11 @@ func (d *domain) addShare(name string) string {
 	return root
 }
 
-// startShare starts (or restarts) the share process of name.
-func (d *domain) startShare(name string) {
+// startShare starts (or restarts) the share process of name, with env
+// added to its environment.
+func (d *domain) startShare(name string, env ...string) {
 	d.t.Helper()
-	p, _ := start(d.t, `share \S+ exporting`, nil, "share", "--config", d.admin, "--root", d.roots[name], "--name", name,
+	p, _ := start(d.t, `share \S+ exporting`, env, "share", "--config", d.admin, "--root", d.roots[name], "--name", name,
 		"--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"))
 	d.shares[name] = p
 }

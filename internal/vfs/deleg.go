@@ -110,7 +110,7 @@ func (v *FS) keepBack(h *Handle) bool {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	d.timer = time.AfterFunc(backDelay, func() { v.sendBack(d, false) })
+	v.sendLater(d)
 	d.mu.Unlock()
 	return true
 }
@@ -140,20 +140,39 @@ func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
 
 // sendBack writes d's kept-back data to the share; with giveUp, the
 // delegation is then given back (DelegReturn, done) and forgotten.
+// Without it (the timer after the last close), it sends only while the
+// delegation is trusted, and tries again later when it cannot.
 func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
 	if giveUp {
 		d.returning = true
-		if d.timer != nil {
-			d.timer.Stop()
+	} else {
+		v.mu.Lock()
+		held, pl := v.wdelegs[d.g] == d, v.pollers[d.share]
+		v.mu.Unlock()
+		if !held || d.returning {
+			return nil
+		}
+		if pl == nil || !pl.leaseOK(time.Now()) {
+			// Not trusted now (the share may have restarted): the
+			// reclaim decides; look again later.
+			v.sendLater(d)
+			return nil
 		}
 	}
 	err := v.writeRanges(ctx, d, v.cache.Dirty(d.key), nil)
 	if err != nil {
 		v.log.Warn("cannot send data kept back under a write delegation; it stays in the cache", "path", d.g, "err", err)
+		if !giveUp {
+			v.sendLater(d)
+		}
 	}
 	if giveUp {
 		v.dropDeleg(d)
@@ -162,6 +181,11 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 		}
 	}
 	return err
+}
+
+// sendLater arms d's write-back timer (d.mu held).
+func (v *FS) sendLater(d *wdeleg) {
+	d.timer = time.AfterFunc(backDelay, func() { v.sendBack(d, false) })
 }
 
 // dropDeleg forgets d.
@@ -232,6 +256,12 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	}
 	if first != nil {
 		if _, err := setSize(); err != nil {
+			return err
+		}
+		// What this agent wrote is recorded before the share hears of
+		// it: after a crash from here, the share's new version is not
+		// taken for another agent's change.
+		if err := v.cache.Persist(d.key); err != nil {
 			return err
 		}
 		if err := first(rest); err != nil {
@@ -307,12 +337,17 @@ func (v *FS) recall(pl *poller, r wire.Recall) {
 		}
 		return v.c.DelegReturn(ctx, d.g, pending, len(rest) == 0)
 	})
-	v.dropDeleg(d)
-	d.mu.Unlock()
 	if err != nil {
+		// Kept, with its data: the share sends the recall again, or
+		// (restarted) lets this agent reclaim it.
+		d.returning = false
+		v.sendLater(d)
+		d.mu.Unlock()
 		v.log.Warn("cannot write back a recalled file; its data stays in the cache", "path", d.g, "err", err)
 		return
 	}
+	v.dropDeleg(d)
+	d.mu.Unlock()
 	if err := v.c.DelegReturn(ctx, d.g, nil, true); err != nil {
 		v.log.Warn("cannot return a write delegation", "path", d.g, "err", err)
 	}
