@@ -97,6 +97,9 @@ func (f *File) readChunk(ctx context.Context, p []byte, off int64) (int, bool, e
 	if err != nil {
 		return 0, false, named(err, f.loc)
 	}
+	if resp.Attr.Version != 0 {
+		f.setAttr(resp.Attr)
+	}
 	n := len(data)
 	if n > 0 && &data[0] != &p[0] {
 		n = copy(p, data)

@@ -290,7 +290,8 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 		release()
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
-	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil}, Data: buf[:n], Release: release}, nil
+	a, _ := fileAttr(h.f)
+	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil, Attr: a}, Data: buf[:n], Release: release}, nil
 }
 
 func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {

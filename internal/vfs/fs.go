@@ -297,7 +297,50 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 		return wire.Attr{}, err
 	}
 	v.setFetched(p, a, g)
+	if a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if key, err := v.Key(ctx, p, a); err == nil {
+			v.follow(key, p, a)
+		}
+	}
 	return v.localAttr(p, a), nil
+}
+
+// KernelTimeout is how long the kernel may keep p's entry and attributes:
+// under window=D, what is left of the window of the attributes the agent
+// holds (the kernel's copy must not make them older than D); otherwise
+// the mode's timeout.
+func (v *FS) KernelTimeout(p string) time.Duration {
+	pol := v.opts.policy(p)
+	if pol.Mode != Window {
+		return pol.KernelTimeout()
+	}
+	v.mu.Lock()
+	e, ok := v.attrs[p]
+	v.mu.Unlock()
+	if !ok {
+		return pol.Period
+	}
+	return max(pol.Period-time.Since(e.at), 0)
+}
+
+// follow keeps the cached data of a file in step with attributes just
+// fetched from its share and about to be given to the kernel: data of an
+// older version is dropped (the kernel drops its pages when it sees the
+// new modification time), so that reads never mix a new size with old
+// bytes. Files with unsent data are left alone.
+func (v *FS) follow(key, p string, a wire.Attr) {
+	ver, _, ok := v.cache.Version(key)
+	if !ok || ver == a.Version || len(v.cache.Dirty(key)) > 0 {
+		return
+	}
+	v.cache.Validate(key, a.Version, a.Size, p)
+	// The path's cached attributes must not take the file back to the
+	// older version at the next open.
+	v.mu.Lock()
+	if e, ok := v.attrs[p]; ok && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
+		v.attrs[p] = attrEntry{a: a, at: time.Now()}
+	}
+	v.mu.Unlock()
 }
 
 // ReadDir lists p with attributes, from the listing cache while fresh.

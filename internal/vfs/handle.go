@@ -223,6 +223,12 @@ func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File
 	return f, nil
 }
 
+// changedError says that the share's bytes belong to a newer version of
+// the file than the one cached: they must not be mixed with it.
+type changedError struct{ a wire.Attr }
+
+func (e *changedError) Error() string { return "the file changed at its share while it was read" }
+
 // fetch reads remote bytes for the cache.
 func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	h.waitOpen(ctx)
@@ -230,7 +236,24 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return f.ReadAt(ctx, p, off)
+	want, _, _ := h.v.cache.Version(h.key)
+	n, err := f.ReadAt(ctx, p, off)
+	if a := f.Attr(); want != 0 && a.Version != 0 && a.Version != want && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
+		return 0, &changedError{a}
+	}
+	return n, err
+}
+
+// changed reports whether err says the file changed under a read; if so,
+// the cache now follows the new version, and the read can be retried.
+func (h *Handle) changed(err error) bool {
+	var ce *changedError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	h.v.follow(h.key, h.path, ce.a)
+	h.v.setAttr(h.path, ce.a)
+	return true
 }
 
 // ReadSlice returns up to n bytes at off without copying when it can (the
@@ -238,10 +261,10 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 // be changed.
 func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) ([]byte, error) {
 	b, ok, err := h.v.cache.Slice(ctx, h.key, off, len(p), h.fetch)
-	if err != nil {
+	if err != nil && !h.changed(err) {
 		return nil, err
 	}
-	if ok {
+	if ok && err == nil {
 		h.readAhead(off, int64(len(b)))
 		return b, nil
 	}
@@ -252,6 +275,9 @@ func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) ([]byte, er
 // Read reads at off.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	n, err := h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
+	if h.changed(err) {
+		n, err = h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
+	}
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
@@ -428,6 +454,10 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 		a.Size = size
 		now := time.Now().UnixNano()
 		a.Mtime, a.Ctime = now, now
+		return a, nil
+	}
+	if a.Ino == h.attr.Ino {
+		h.v.follow(h.key, h.path, a)
 	}
 	return a, nil
 }

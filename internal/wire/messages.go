@@ -274,6 +274,10 @@ type ReadReq struct {
 // ReadResp answers ReadReq; EOF is set when the read reached end of file.
 type ReadResp struct {
 	EOF bool `cbor:"1,keyasint"`
+	// Attr is the file's attributes as the share read it (zero from
+	// older shares): a reader caching by version sees at once that the
+	// bytes belong to a newer version than the one it cached.
+	Attr Attr `cbor:"2,keyasint,omitempty"`
 }
 
 // WriteReq writes the frame's data part at Offset (ignored for append handles).
