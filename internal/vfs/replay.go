@@ -26,7 +26,8 @@ import (
 // send: left by an agent that was killed, or by a close that failed (share
 // unreachable) on a file nobody reopened. The agent replays it at start and
 // then retries, every retryMin doubling up to retryMax while some of it
-// waits for an unreachable share, every retryMax otherwise.
+// waits for an unreachable share, otherwise every retryMax and retryMin
+// after a write-back that left data dirty.
 //
 // Replay compares the file's version at its share with the version the
 // data was written against (the cache entry's, which write-back advances
@@ -80,6 +81,7 @@ type replayState struct {
 	conflicts []Conflict
 	stuck     map[string]bool // reported, kept in the cache until the next start
 	warned    map[string]bool // a waiting file reported once
+	kick      chan struct{}   // a write-back left data dirty
 }
 
 // sending is a write-back under way.
@@ -115,7 +117,24 @@ func (v *FS) beginSend(key string) func() {
 			delete(v.rp.busy, key)
 		}
 		v.rp.smu.Unlock()
+		if len(v.cache.Dirty(key)) > 0 {
+			// The write-back failed (or the file was written again):
+			// have the retry look soon rather than at its next round.
+			select {
+			case v.rp.kickChan() <- struct{}{}:
+			default:
+			}
+		}
 	}
+}
+
+func (r *replayState) kickChan() chan struct{} {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.kick == nil {
+		r.kick = make(chan struct{}, 1)
+	}
+	return r.kick
 }
 
 // sent records that the share acknowledged a block of key's dirty data
@@ -175,21 +194,33 @@ func (v *FS) RetryUnsent(log *slog.Logger) {
 		case <-ctx.Done():
 		}
 	}()
+	kick := v.rp.kickChan()
 	wait := retryMin
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute)
 		r := v.Replay(rctx, log)
 		rcancel()
-		next := retryMax
 		if r.Waiting > 0 {
-			next, wait = wait, min(2*wait, retryMax)
-		} else {
-			wait = retryMin
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, retryMax)
+			continue
 		}
+		wait = retryMin
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(next):
+		case <-time.After(retryMax):
+		case <-kick:
+			// Give the file's release (which unpins it) a moment.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retryMin):
+			}
 		}
 	}
 }
