@@ -361,3 +361,82 @@ func TestReplayWaitsForUnreachableShare(t *testing.T) {
 		t.Fatalf("%v conflicts", n)
 	}
 }
+
+// TestCrashConflictDirectoryGone: when the file's directory is gone too,
+// the local version cannot be kept beside it: the conflict is reported and
+// the data stays dirty in the cache.
+func TestCrashConflictDirectoryGone(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	os.MkdirAll(filepath.Join(root, "project"), 0o755)
+	c := newCrashAgent(t, d.admin)
+	c.run("vfs.writeback.before-send")
+	if err := writeFile(filepath.Join(c.mnt, "uva", "alpha", "project", "draft"), []byte("kept somewhere")); err == nil {
+		t.Fatal("close succeeded although the agent died before sending")
+	}
+	c.died("vfs.writeback.before-send")
+	os.RemoveAll(filepath.Join(root, "project"))
+
+	a := c.run("")
+	waitFor(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
+	st := a.stats(t)
+	m := st["conflict_list"].([]any)[0].(map[string]any)
+	if m["path"] != "/uva/alpha/project/draft" || m["change"] != "deleted" || m["kept"] != nil {
+		t.Errorf("reported as %v", m)
+	}
+	if st["unsent"].(float64) != 1 {
+		t.Errorf("the data does not stay in the cache: %v", st)
+	}
+	out, err := exec.Command(pandoBin, "cache", "ls", "--cache-dir", a.cacheDir).Output()
+	if err != nil || !strings.Contains(string(out), "/uva/alpha/project/draft") || !strings.Contains(string(out), "dirty") {
+		t.Fatalf("pando cache ls does not show the data dirty (%v):\n%s", err, out)
+	}
+	out, _ = exec.Command(pandoBin, "stats", "--cache-dir", a.cacheDir).Output()
+	if !strings.Contains(string(out), "conflicts: 1") || !strings.Contains(string(out), "not kept beside it") {
+		t.Errorf("pando stats does not report the conflict:\n%s", out)
+	}
+}
+
+// TestCrashWhileKeepingBeside: an agent killed after it wrote the local
+// version beside a changed file, before it dropped its cache entry, writes
+// it again at the next start: a second copy, nothing lost.
+func TestCrashWhileKeepingBeside(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	os.WriteFile(filepath.Join(root, "f"), []byte("old"), 0o644)
+	c := newCrashAgent(t, d.admin)
+	c.run("vfs.writeback.before-send")
+	local := []byte("written here, never sent")
+	if err := writeFile(filepath.Join(c.mnt, "uva", "alpha", "f"), local); err == nil {
+		t.Fatal("close succeeded although the agent died before sending")
+	}
+	c.died("vfs.writeback.before-send")
+	os.WriteFile(filepath.Join(root, "f"), []byte("newer, at the share"), 0o644)
+
+	c.run("vfs.replay.before-drop")
+	c.died("vfs.replay.before-drop")
+	a := c.run("")
+	waitFor(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
+	if a.stats(t)["unsent"].(float64) != 0 {
+		t.Error("unsent data left")
+	}
+	ents, _ := os.ReadDir(root)
+	copies := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "f.conflict-") {
+			copies++
+			if !sameFile(filepath.Join(root, e.Name()), local) {
+				t.Errorf("%s is not the local version", e.Name())
+			}
+		}
+		if strings.Contains(e.Name(), ".pando-conflict-") {
+			t.Errorf("temporary file left at the share: %s", e.Name())
+		}
+	}
+	if copies != 2 {
+		t.Errorf("%d copies beside the file, want 2 (one per run that wrote it)", copies)
+	}
+	if !sameFile(filepath.Join(root, "f"), []byte("newer, at the share")) {
+		t.Error("the share's newer version was overwritten")
+	}
+}

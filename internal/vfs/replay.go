@@ -426,18 +426,20 @@ func (v *FS) report(log *slog.Logger, key string, c Conflict, err error) error {
 	v.rp.smu.Lock()
 	v.rp.conflicts = append(v.rp.conflicts, c)
 	v.rp.smu.Unlock()
-	switch {
-	case c.Kept == "":
+	if c.Kept == "" {
 		v.stick(key)
-		log.Warn("conflict: unsent data of a file "+c.Change+" at its share cannot be kept beside it; kept in the cache",
+		log.Warn("conflict: a file was "+c.Change+" at its share while this agent held unsent data for it, which cannot be kept beside it; kept in the cache until the agent starts again",
 			"path", c.Path, "reason", c.Reason, "err", err)
-	case c.Partial:
-		log.Warn("conflict: a file "+c.Change+" at its share while this agent held unsent data; the share's version stays, the local one is kept beside it, but only the bytes written here (zeros elsewhere: the rest of the old version was no longer cached)",
-			"path", c.Path, "kept", c.Kept)
-	default:
-		log.Warn("conflict: a file "+c.Change+" at its share while this agent held unsent data; the share's version stays, the local one is kept beside it",
-			"path", c.Path, "kept", c.Kept)
+		return errConflict
 	}
+	msg := "conflict: a file was " + c.Change + " at its share while this agent held unsent data for it; the share's version stays, the local one is kept beside it"
+	if c.Change == "deleted" {
+		msg = "conflict: a file was deleted at its share while this agent held unsent data for it; the local version is kept where it was, under a new name"
+	}
+	if c.Partial {
+		msg += ", but holds only the bytes written here (zeros elsewhere: the rest of the old version was no longer cached)"
+	}
+	log.Warn(msg, "path", c.Path, "kept", c.Kept)
 	return errConflict
 }
 
