@@ -65,9 +65,9 @@ func (c *crashAgent) died(point string) {
 	c.cur = nil
 }
 
-// waitFor polls cond every 100 ms, up to two minutes (the agent's
+// settled polls cond every 100 ms, up to two minutes (the agent's
 // retry backs off to a minute between rounds).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func settled(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for i := 0; i < 1200; i++ {
 		if cond() {
@@ -139,10 +139,10 @@ func TestCrashDuringWriteBack(t *testing.T) {
 			}
 
 			a := c.run("")
-			waitFor(t, "the unsent file reaches the share after the restart", func() bool {
+			settled(t, "the unsent file reaches the share after the restart", func() bool {
 				return sameFile(filepath.Join(share, "f2"), third)
 			})
-			waitFor(t, "the agent holds no unsent data", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
+			settled(t, "the agent holds no unsent data", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
 			if n := a.stats(t)["conflicts"].(float64); n != 0 {
 				t.Fatalf("the agent's own interrupted write-back was reported as %v conflicts:\n%s", n, a.output())
 			}
@@ -188,9 +188,9 @@ func TestShareCrashAfterApplyBeforeReply(t *testing.T) {
 	if !sameFile(filepath.Join(root, "first"), first) {
 		t.Fatal("the first file, whose close succeeded, is not at the share")
 	}
-	waitFor(t, "the agent holds the second file as unsent", func() bool { return a.stats(t)["unsent"].(float64) == 1 })
+	settled(t, "the agent holds the second file as unsent", func() bool { return a.stats(t)["unsent"].(float64) == 1 })
 	d.startShare("alpha")
-	waitFor(t, "the agent's retry settles the unsent file", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
+	settled(t, "the agent's retry settles the unsent file", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
 	if !sameFile(filepath.Join(root, "second"), second) {
 		t.Fatal("the second file is not at the share as written")
 	}
@@ -265,7 +265,7 @@ func TestCrashConflictKeptBeside(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "sparse"), newer, 0o644)
 
 	a := c.run("")
-	waitFor(t, "three conflicts are reported", func() bool { return a.stats(t)["conflicts"].(float64) == 3 })
+	settled(t, "three conflicts are reported", func() bool { return a.stats(t)["conflicts"].(float64) == 3 })
 	st := a.stats(t)
 	if st["unsent"].(float64) != 0 {
 		t.Errorf("unsent data left after the conflicts were kept beside: %v", st)
@@ -343,7 +343,7 @@ func TestReplayWaitsForUnreachableShare(t *testing.T) {
 	d.shares["alpha"].stop(t)
 
 	a := c.run("")
-	waitFor(t, "the restarted agent has tried the share", func() bool {
+	settled(t, "the restarted agent has tried the share", func() bool {
 		return strings.Contains(a.output(), "unsent data waits for its share")
 	})
 	if n := a.stats(t)["unsent"].(float64); n != 1 {
@@ -355,8 +355,8 @@ func TestReplayWaitsForUnreachableShare(t *testing.T) {
 	}
 
 	d.startShare("alpha")
-	waitFor(t, "the data reaches the share once it is back", func() bool { return sameFile(filepath.Join(root, "data"), data) })
-	waitFor(t, "nothing unsent", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
+	settled(t, "the data reaches the share once it is back", func() bool { return sameFile(filepath.Join(root, "data"), data) })
+	settled(t, "nothing unsent", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
 	if n := a.stats(t)["conflicts"].(float64); n != 0 {
 		t.Fatalf("%v conflicts", n)
 	}
@@ -378,7 +378,7 @@ func TestCrashConflictDirectoryGone(t *testing.T) {
 	os.RemoveAll(filepath.Join(root, "project"))
 
 	a := c.run("")
-	waitFor(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
+	settled(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
 	st := a.stats(t)
 	m := st["conflict_list"].([]any)[0].(map[string]any)
 	if m["path"] != "/uva/alpha/project/draft" || m["change"] != "deleted" || m["kept"] != nil {
@@ -416,7 +416,7 @@ func TestCrashWhileKeepingBeside(t *testing.T) {
 	c.run("vfs.replay.before-drop")
 	c.died("vfs.replay.before-drop")
 	a := c.run("")
-	waitFor(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
+	settled(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
 	if a.stats(t)["unsent"].(float64) != 0 {
 		t.Error("unsent data left")
 	}

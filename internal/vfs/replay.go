@@ -158,10 +158,23 @@ func (v *FS) sent(key string, f *client.File) {
 	}
 }
 
+// sendingNow reports whether key's data is being written back, or kept
+// back under a write delegation (which sends it itself).
 func (v *FS) sendingNow(key string) bool {
 	v.rp.smu.Lock()
-	defer v.rp.smu.Unlock()
-	return v.rp.busy[key] != nil
+	busy := v.rp.busy[key] != nil
+	v.rp.smu.Unlock()
+	if busy {
+		return true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, d := range v.wdelegs {
+		if d.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Conflicts lists the conflicts met since the agent started.
@@ -171,11 +184,12 @@ func (v *FS) Conflicts() []Conflict {
 	return append([]Conflict(nil), v.rp.conflicts...)
 }
 
-// Unsent counts files with dirty data that no open file holds.
+// Unsent counts files with dirty data that no open file holds, nor a
+// write delegation keeps back.
 func (v *FS) Unsent() int {
 	n := 0
 	for _, e := range v.cache.DirtyKeys() {
-		if !e.Pinned {
+		if !e.Pinned && !v.sendingNow(e.Key) {
 			n++
 		}
 	}
