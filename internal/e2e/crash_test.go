@@ -440,3 +440,45 @@ func TestCrashWhileKeepingBeside(t *testing.T) {
 		t.Error("the share's newer version was overwritten")
 	}
 }
+
+// TestFailedCloseThenChangedAtShare: a close fails (share down), the file
+// is changed at the share once it is back, and then opened through the
+// mount. Whether the open or the agent's retry gets there first, the
+// local data must not be written over the newer version: the open sees
+// the share's version and the local one is kept beside it.
+func TestFailedCloseThenChangedAtShare(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	a := mountAgent(t, d.admin, "--consistency", "strict")
+	p := filepath.Join(a.dir, "uva", "alpha", "doc")
+	if err := writeFile(p, []byte("version one of the document")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("LOCAL"), 0); err != nil {
+		t.Fatal(err)
+	}
+	d.shares["alpha"].stop(t)
+	if err := f.Close(); err == nil {
+		t.Fatal("close succeeded although the share was down")
+	}
+	d.startShare("alpha")
+	newer := []byte("the newer version, made at the share")
+	os.WriteFile(filepath.Join(root, "doc"), newer, 0o644)
+
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, newer) {
+		t.Fatalf("read through the mount: %q, %v", got, err)
+	}
+	settled(t, "the conflict is reported", func() bool { return a.stats(t)["conflicts"].(float64) == 1 })
+	if !sameFile(filepath.Join(root, "doc"), newer) {
+		t.Fatal("the local data was written over the share's newer version")
+	}
+	k, _ := a.stats(t)["conflict_list"].([]any)[0].(map[string]any)["kept"].(string)
+	if !sameFile(filepath.Join(root, filepath.Base(k)), []byte("LOCALon one of the document")) {
+		got, _ := os.ReadFile(filepath.Join(root, filepath.Base(k)))
+		t.Errorf("the copy beside the file (%s) is not the local version: %q\n%s", k, got, a.output())
+	}
+}
