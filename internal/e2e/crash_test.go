@@ -395,6 +395,23 @@ func TestCrashConflictDirectoryGone(t *testing.T) {
 	if !strings.Contains(string(out), "conflicts: 1") || !strings.Contains(string(out), "not kept beside it") {
 		t.Errorf("pando stats does not report the conflict:\n%s", out)
 	}
+
+	// Once the directory is back, the local version goes there (at the
+	// next start here; a running agent tries again every minute).
+	os.MkdirAll(filepath.Join(root, "project"), 0o755)
+	a.unmount(t)
+	b := c.run("")
+	settled(t, "the local version is kept beside", func() bool {
+		l, _ := b.stats(t)["conflict_list"].([]any)
+		return len(l) == 1 && l[0].(map[string]any)["kept"] != nil
+	})
+	k := b.stats(t)["conflict_list"].([]any)[0].(map[string]any)["kept"].(string)
+	if !strings.HasPrefix(k, "/uva/alpha/project/draft.conflict-") || !sameFile(filepath.Join(root, "project", filepath.Base(k)), []byte("kept somewhere")) {
+		t.Errorf("kept as %s", k)
+	}
+	if b.stats(t)["unsent"].(float64) != 0 {
+		t.Error("unsent data left")
+	}
 }
 
 // TestCrashWhileKeepingBeside: an agent killed after it wrote the local

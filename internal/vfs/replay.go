@@ -44,7 +44,7 @@ import (
 //     then is the cache entry dropped. Blocks of the old version the cache
 //     no longer holds cannot be fetched any more: they are zeros in the
 //     copy, which is reported as partial. If the directory is gone too, the
-//     data stays dirty in the cache and is reported.
+//     data stays dirty in the cache, is reported, and is tried again.
 const (
 	retryMin = time.Second
 	retryMax = time.Minute
@@ -79,7 +79,7 @@ type replayState struct {
 	smu       sync.Mutex // guards the fields below
 	busy      map[string]*sending
 	conflicts []Conflict
-	stuck     map[string]bool // reported, kept in the cache until the next start
+	stuck     map[string]int  // conflicts not kept beside: index in conflicts
 	warned    map[string]bool // a waiting file reported once
 	kick      chan struct{}   // a write-back left data dirty
 }
@@ -249,12 +249,13 @@ func (v *FS) Replay(ctx context.Context, log *slog.Logger) ReplayResult {
 		if ctx.Err() != nil {
 			break
 		}
-		if e.Pinned || v.sendingNow(e.Key) || v.isStuck(e.Key) {
+		if e.Pinned || v.sendingNow(e.Key) {
 			continue
 		}
 		if e.Name == "" {
-			v.stick(e.Key)
-			log.Warn("unsent data of a file whose name is not known; kept in the cache", "key", e.Key)
+			if v.warnOnce(e.Key) {
+				log.Warn("unsent data of a file whose name is not known; kept in the cache", "key", e.Key)
+			}
 			continue
 		}
 		switch err := v.replayOne(ctx, log, e.Key, e.Name); {
@@ -298,15 +299,11 @@ func (v *FS) reconcileAtOpen(ctx context.Context, key, p string, a wire.Attr) {
 	if !pending() {
 		return
 	}
-	name := p
-	for _, e := range v.cache.List() {
-		if e.Key == key && e.Name != "" {
-			name = e.Name
-		}
-	}
+	// p names this very file (key comes from its attributes), whatever
+	// name the cache last saw it under.
 	ctx = context.WithValue(ctx, replayingKey{}, true)
-	if err := v.replayOne(ctx, v.log, key, name); err != nil && !errors.Is(err, errAlreadySent) && !errors.Is(err, errConflict) {
-		v.log.Warn("unsent data of a file being opened waits for its share", "path", name, "err", err)
+	if err := v.replayOne(ctx, v.log, key, p); err != nil && !errors.Is(err, errAlreadySent) && !errors.Is(err, errConflict) {
+		v.log.Warn("unsent data of a file being opened waits for its share", "path", p, "err", err)
 	}
 }
 
@@ -315,7 +312,7 @@ func (v *FS) reconcileAtOpen(ctx context.Context, key, p string, a wire.Attr) {
 // reported), or the error that makes it wait.
 func (v *FS) replayOne(ctx context.Context, log *slog.Logger, key, name string) error {
 	a, err := v.c.Stat(ctx, name)
-	if errors.Is(err, fs.ErrNotExist) {
+	if gone(err) {
 		return v.keepBeside(ctx, log, key, name, nil, "deleted")
 	}
 	if err != nil {
@@ -355,6 +352,17 @@ func (v *FS) replayOne(ctx context.Context, log *slog.Logger, key, name string) 
 		}
 	}
 	return v.keepBeside(ctx, log, key, name, &a, "changed")
+}
+
+// gone reports whether err says that a path does not exist at its share,
+// as opposed to its share not being known (not registered, not mounted in
+// the namespace any more), which may pass.
+func gone(err error) bool {
+	var we *wire.Error
+	if errors.As(err, &we) && we.Code == wire.CodeNotRegistered {
+		return false
+	}
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // errNotCached is what the cache's fetcher returns when replay reads the
@@ -405,7 +413,7 @@ func (v *FS) keepBeside(ctx context.Context, log *slog.Logger, key, name string,
 	if err == nil && da.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		err = fmt.Errorf("%s is not a directory any more: %w", dir, fs.ErrNotExist)
 	}
-	if errors.Is(err, fs.ErrNotExist) {
+	if gone(err) {
 		c.Reason = "its directory is gone too; the data stays in the cache (pando cache ls)"
 		return v.report(log, key, c, err)
 	}
@@ -434,16 +442,34 @@ func (v *FS) keepBeside(ctx context.Context, log *slog.Logger, key, name string,
 	return v.report(log, key, c, nil)
 }
 
-// report records and logs a conflict. Without a kept copy the entry stays
-// dirty and is not retried before the next start.
+// report records and logs a conflict. A conflict whose local version
+// could not be kept beside the file is recorded once: its data stays dirty
+// and the retry tries again at its slow pace (every retryMax), filling in
+// the record when it succeeds.
 func (v *FS) report(log *slog.Logger, key string, c Conflict, err error) error {
 	v.rp.smu.Lock()
-	v.rp.conflicts = append(v.rp.conflicts, c)
+	i, again := v.rp.stuck[key]
+	switch {
+	case again:
+		v.rp.conflicts[i] = c
+	default:
+		v.rp.conflicts = append(v.rp.conflicts, c)
+		i = len(v.rp.conflicts) - 1
+	}
+	if c.Kept == "" {
+		if v.rp.stuck == nil {
+			v.rp.stuck = make(map[string]int)
+		}
+		v.rp.stuck[key] = i
+	} else {
+		delete(v.rp.stuck, key)
+	}
 	v.rp.smu.Unlock()
 	if c.Kept == "" {
-		v.stick(key)
-		log.Warn("conflict: a file was "+c.Change+" at its share while this agent held unsent data for it, which cannot be kept beside it; kept in the cache until the agent starts again",
-			"path", c.Path, "reason", c.Reason, "err", err)
+		if !again {
+			log.Warn("conflict: a file was "+c.Change+" at its share while this agent held unsent data for it, which cannot be kept beside it; kept in the cache and retried",
+				"path", c.Path, "reason", c.Reason, "err", err)
+		}
 		return errConflict
 	}
 	msg := "conflict: a file was " + c.Change + " at its share while this agent held unsent data for it; the share's version stays, the local one is kept beside it"
@@ -455,21 +481,6 @@ func (v *FS) report(log *slog.Logger, key string, c Conflict, err error) error {
 	}
 	log.Warn(msg, "path", c.Path, "kept", c.Kept)
 	return errConflict
-}
-
-func (v *FS) isStuck(key string) bool {
-	v.rp.smu.Lock()
-	defer v.rp.smu.Unlock()
-	return v.rp.stuck[key]
-}
-
-func (v *FS) stick(key string) {
-	v.rp.smu.Lock()
-	if v.rp.stuck == nil {
-		v.rp.stuck = make(map[string]bool)
-	}
-	v.rp.stuck[key] = true
-	v.rp.smu.Unlock()
 }
 
 func (v *FS) warnOnce(key string) bool {
