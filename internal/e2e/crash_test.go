@@ -159,14 +159,11 @@ func TestCrashDuringWriteBack(t *testing.T) {
 // (or sends it), without a conflict.
 func TestShareCrashAfterApplyBeforeReply(t *testing.T) {
 	d := newDomain(t, "uva")
-	root := filepath.Join(d.dir, "export-alpha")
-	os.MkdirAll(root, 0o755)
-	d.roots["alpha"] = root
+	root := d.addShare("alpha")
 	const point = "share.write.after-apply-before-reply"
-	sh, _ := start(t, `share \S+ exporting`, []string{fault.Env + "=" + point + "@2"}, "share", "--config", d.admin, "--root", root,
-		"--name", "alpha", "--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"))
-	d.shares["alpha"] = sh
-	d.pando(d.admin, "ns", "mount", "/uva/alpha", "alpha").ok()
+	d.shares["alpha"].stop(t)
+	d.startShare("alpha", fault.Env+"="+point+"@2")
+	sh := d.shares["alpha"]
 
 	a := mountAgent(t, d.admin, "--verbose")
 	dir := filepath.Join(a.dir, "uva", "alpha")
