@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/fault"
@@ -211,7 +212,8 @@ func (v *FS) RetryUnsent(log *slog.Logger) {
 	kick := v.rp.kickChan()
 	wait := retryMin
 	for {
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Minute)
+		// A round may copy large files beside their changed versions.
+		rctx, rcancel := context.WithTimeout(ctx, time.Hour)
 		r := v.Replay(rctx, log)
 		rcancel()
 		if r.Waiting > 0 {
@@ -506,7 +508,11 @@ func ConflictName(name, host string, t time.Time, n int) string {
 	}
 	dir, base := path.Split(name)
 	if over := len(base) + len(s) - 255; over > 0 {
-		base = base[:max(1, len(base)-over)]
+		n := max(1, len(base)-over)
+		for n > 1 && !utf8.RuneStart(base[n]) {
+			n-- // not inside a character
+		}
+		base = base[:n]
 	}
 	return dir + base + s
 }
