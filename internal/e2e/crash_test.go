@@ -140,6 +140,9 @@ func TestCrashDuringWriteBack(t *testing.T) {
 
 			a := c.run("")
 			settled(t, "the unsent file reaches the share after the restart", func() bool {
+				if n := a.stats(t)["conflicts"].(float64); n != 0 {
+					t.Fatalf("the agent's own interrupted write-back was reported as %v conflicts:\n%s", n, a.output())
+				}
 				return sameFile(filepath.Join(share, "f2"), third)
 			})
 			settled(t, "the agent holds no unsent data", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
