@@ -360,6 +360,9 @@ func TestReplayWaitsForUnreachableShare(t *testing.T) {
 	d.startShare("alpha")
 	settled(t, "the data reaches the share once it is back", func() bool { return sameFile(filepath.Join(root, "data"), data) })
 	settled(t, "nothing unsent", func() bool { return a.stats(t)["unsent"].(float64) == 0 })
+	settled(t, "the agent says the data reached the share", func() bool {
+		return strings.Contains(a.output(), "unsent data that waited for its share has reached it")
+	})
 	if n := a.stats(t)["conflicts"].(float64); n != 0 {
 		t.Fatalf("%v conflicts", n)
 	}

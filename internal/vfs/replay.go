@@ -260,12 +260,17 @@ func (v *FS) Replay(ctx context.Context, log *slog.Logger) ReplayResult {
 			}
 			continue
 		}
-		switch err := v.replayOne(ctx, log, e.Key, e.Name); {
+		err := v.replayOne(ctx, log, e.Key, e.Name)
+		if (err == nil || errors.Is(err, errAlreadySent)) && v.unwarn(e.Key) {
+			log.Warn("unsent data that waited for its share has reached it", "path", e.Name)
+		}
+		switch {
 		case err == nil:
 			r.Sent++
 		case errors.Is(err, errAlreadySent):
 			r.Clean++
 		case errors.Is(err, errConflict):
+			v.unwarn(e.Key)
 			r.Conflicts++
 		default:
 			r.Waiting++
@@ -483,6 +488,15 @@ func (v *FS) report(log *slog.Logger, key string, c Conflict, err error) error {
 	}
 	log.Warn(msg, "path", c.Path, "kept", c.Kept)
 	return errConflict
+}
+
+// unwarn forgets that key was reported waiting, and says whether it was.
+func (v *FS) unwarn(key string) bool {
+	v.rp.smu.Lock()
+	defer v.rp.smu.Unlock()
+	was := v.rp.warned[key]
+	delete(v.rp.warned, key)
+	return was
 }
 
 func (v *FS) warnOnce(key string) bool {
