@@ -205,9 +205,10 @@ func TestShareCrashAfterApplyBeforeReply(t *testing.T) {
 }
 
 // TestCrashConflictKeptBeside: the agent dies before its write-back; while
-// it is down, one file is changed and another deleted at the share. After
-// the restart the share keeps the newer version, the local versions appear
-// beside the files byte for byte, and pando stats reports both conflicts.
+// it is down, files are changed, deleted and replaced at the share. After
+// the restart the share keeps the newer versions, the local versions
+// appear beside the files byte for byte (zeros where the old version was
+// not cached), and pando stats reports each conflict.
 func TestCrashConflictKeptBeside(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
@@ -216,6 +217,7 @@ func TestCrashConflictKeptBeside(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "notes"), []byte("old notes"), 0o644)
 	sparse := random(4 << 20)
 	os.WriteFile(filepath.Join(root, "sparse"), sparse, 0o644)
+	os.WriteFile(filepath.Join(root, "swapped"), []byte("saved by an editor"), 0o644)
 
 	c := newCrashAgent(t, d.admin)
 	c.run("vfs.writeback.before-send")
@@ -252,6 +254,15 @@ func TestCrashConflictKeptBeside(t *testing.T) {
 	if _, err := s.WriteAt(patch, 2<<20+7); err != nil {
 		t.Fatal(err)
 	}
+	// swapped: changed here, replaced at the share by another file (an
+	// editor's save: write a new file, rename it over).
+	w, err := os.OpenFile(filepath.Join(dir, "swapped"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("SAVED"), 0); err != nil {
+		t.Fatal(err)
+	}
 	partial := make([]byte, len(sparse))
 	copy(partial[2<<20:3<<20], sparse[2<<20:3<<20])
 	copy(partial[2<<20+7:], patch)
@@ -262,15 +273,18 @@ func TestCrashConflictKeptBeside(t *testing.T) {
 	c.died("vfs.writeback.before-send")
 	n.Close()
 	s.Close()
+	w.Close()
 
 	// Meanwhile, at the share.
 	newer := []byte("the newer version, made at the share")
 	os.WriteFile(filepath.Join(root, "report"), newer, 0o644)
 	os.Remove(filepath.Join(root, "notes"))
 	os.WriteFile(filepath.Join(root, "sparse"), newer, 0o644)
+	os.WriteFile(filepath.Join(root, "swapped.tmp"), newer, 0o644)
+	os.Rename(filepath.Join(root, "swapped.tmp"), filepath.Join(root, "swapped"))
 
 	a := c.run("")
-	settled(t, "three conflicts are reported", func() bool { return a.stats(t)["conflicts"].(float64) == 3 })
+	settled(t, "four conflicts are reported", func() bool { return a.stats(t)["conflicts"].(float64) == 4 })
 	st := a.stats(t)
 	if st["unsent"].(float64) != 0 {
 		t.Errorf("unsent data left after the conflicts were kept beside: %v", st)
@@ -304,7 +318,8 @@ func TestCrashConflictKeptBeside(t *testing.T) {
 	check("report", "changed", local, false)
 	check("notes", "deleted", []byte("new notes, never sent"), false)
 	check("sparse", "changed", partial, true)
-	for _, name := range []string{"report", "sparse"} {
+	check("swapped", "replaced", []byte("SAVED by an editor"), false)
+	for _, name := range []string{"report", "sparse", "swapped"} {
 		if !sameFile(filepath.Join(root, name), newer) {
 			t.Errorf("the share's newer %s was overwritten", name)
 		}
@@ -319,10 +334,10 @@ func TestCrashConflictKeptBeside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "conflicts: 3") || !strings.Contains(string(out), kept["/uva/alpha/report"]["kept"].(string)) {
+	if !strings.Contains(string(out), "conflicts: 4") || !strings.Contains(string(out), kept["/uva/alpha/report"]["kept"].(string)) {
 		t.Errorf("pando stats does not report the conflicts:\n%s", out)
 	}
-	settled(t, "the agent logs the conflicts", func() bool { return strings.Count(a.output(), "level=WARN msg=\"conflict:") == 3 })
+	settled(t, "the agent logs the conflicts", func() bool { return strings.Count(a.output(), "level=WARN msg=\"conflict:") == 4 })
 	ents, _ := os.ReadDir(root)
 	for _, e := range ents {
 		if strings.Contains(e.Name(), ".pando-conflict-") {
