@@ -150,6 +150,22 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				ops = append(ops, op)
 			}
 			slices.Sort(ops)
+			if st.Unsent > 0 {
+				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
+			}
+			if st.Conflicts > 0 {
+				fmt.Fprintf(w, "conflicts: %d (changed at their share while this agent held unsent data)\n", st.Conflicts)
+				for _, c := range st.ConflictList {
+					switch {
+					case c.Kept == "":
+						fmt.Fprintf(w, "  %s: %s at its share; local version not kept beside it: %s\n", c.Path, c.Change, c.Reason)
+					case c.Partial:
+						fmt.Fprintf(w, "  %s: %s at its share; local version kept as %s (only the bytes written here, zeros elsewhere)\n", c.Path, c.Change, c.Kept)
+					default:
+						fmt.Fprintf(w, "  %s: %s at its share; local version kept as %s\n", c.Path, c.Change, c.Kept)
+					}
+				}
+			}
 			for share, age := range st.Staleness {
 				fmt.Fprintf(w, "share %s: last invalidation poll %s ago\n", share, age)
 			}

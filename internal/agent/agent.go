@@ -48,6 +48,8 @@ type Agent struct {
 	ctlLn     net.Listener
 	start     time.Time
 	closeOnce sync.Once
+	// replayDone is closed when the retry of unsent data has stopped.
+	replayDone chan struct{}
 }
 
 // SocketName is the control socket's name in the cache directory.
@@ -97,12 +99,13 @@ func Start(cfg Config) (*Agent, error) {
 	if err := a.serveControl(); err != nil {
 		cfg.Log.Warn("no control socket; pando stats will not reach this agent", "err", err)
 	}
+	// Data left unsent by an earlier run (or by closes that fail later)
+	// is sent, or kept beside a file that changed meanwhile, and retried
+	// while its share cannot be reached.
+	a.replayDone = make(chan struct{})
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if sent, kept := a.v.Replay(ctx, cfg.Log); sent+kept > 0 {
-			cfg.Log.Warn("data left unsent by an earlier run", "sent now", sent, "kept in the cache", kept)
-		}
+		defer close(a.replayDone)
+		a.v.RetryUnsent(cfg.Log)
 	}()
 	return a, nil
 }
@@ -126,6 +129,7 @@ func (a *Agent) Close() error {
 			a.cfg.Log.Warn("data kept back under write delegations could not all be sent; it stays in the cache and is sent at the next start", "err", ferr)
 		}
 		a.v.Close()
+		<-a.replayDone
 		if a.ctl != nil {
 			a.ctl.Close()
 			os.Remove(filepath.Join(a.cfg.Cache.Dir, SocketName))
@@ -152,6 +156,15 @@ type Stats struct {
 	Delegations *vfs.DelegStats `json:"delegations,omitempty"`
 	Cache       cache.Stats     `json:"cache"`
 	OpenFiles   int             `json:"open_files"`
+	// Unsent counts files with data not yet at their share that no open
+	// file holds (nor a write delegation keeps back): retried, or kept
+	// after a conflict (see Conflicts).
+	Unsent int `json:"unsent"`
+	// Conflicts counts files that changed at their share while this agent
+	// held unsent data for them; ConflictList says where each local
+	// version was kept.
+	Conflicts    int            `json:"conflicts"`
+	ConflictList []vfs.Conflict `json:"conflict_list,omitempty"`
 }
 
 // Stats returns the agent's counters.
@@ -170,9 +183,10 @@ func (a *Agent) Stats() Stats {
 		d := a.v.Delegations()
 		dl = &d
 	}
+	conflicts := a.v.Conflicts()
 	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
-		OpenFiles: a.m.OpenFiles()}
+		OpenFiles: a.m.OpenFiles(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts}
 }
 
 func (a *Agent) serveControl() error {

@@ -327,6 +327,7 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
+	fault.Crash("share.write.after-apply-before-reply")
 	return rpc.Reply{Msg: wire.WriteResp{N: uint32(n), Attr: a}}, nil
 }
 

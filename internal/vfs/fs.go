@@ -35,6 +35,8 @@ type FS struct {
 	// old name).
 	gen uint64
 
+	rp replayState // unsent data from before: replay, conflicts
+
 	pollers map[string]*poller // by share, for paths under poll
 	// Write delegations held (write mode back), by global path.
 	wdelegs       map[string]*wdeleg
@@ -426,8 +428,14 @@ func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error
 func (v *FS) Unlink(ctx context.Context, p string) error {
 	v.waitOpens(ctx, p)
 	v.settle(p)
+	v.mu.Lock()
+	ae, known := v.attrs[p]
+	v.mu.Unlock()
 	err := v.c.Remove(ctx, p)
 	v.forget(p)
+	if err == nil && known && !ae.neg {
+		v.unlinked(ctx, p, ae.a)
+	}
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/fault"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -87,6 +88,7 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 	if err != nil {
 		return nil, err
 	}
+	v.reconcileAtOpen(ctx, key, p, a)
 	kept := v.cache.Validate(key, a.Version, a.Size, p)
 	v.mu.Lock()
 	seen, ok := v.opened[key]
@@ -386,6 +388,8 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	if len(ranges) == 0 {
 		return nil
 	}
+	defer v.beginSend(key)()
+	fault.Crash("vfs.writeback.before-send")
 	f, err := h.remoteFile(ctx, true)
 	if err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", p, err)
@@ -403,6 +407,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 			if _, err := f.WriteAt(ctx, b[:got], off); err != nil {
 				return fmt.Errorf("writing %s back to its share: %w", p, err)
 			}
+			v.sent(key, f)
 			off += n
 		}
 	}
@@ -419,6 +424,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 			return err
 		}
 	}
+	fault.Crash("vfs.writeback.before-markclean")
 	v.cache.MarkClean(key, ranges, a.Version, a.Size)
 	v.setAttr(p, a)
 	v.mu.Lock()
