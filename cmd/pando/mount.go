@@ -170,7 +170,7 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				fmt.Fprintf(w, "share %s: last invalidation poll %s ago\n", share, age)
 			}
 			if d := st.Delegations; d != nil {
-				fmt.Fprintf(w, "write delegations: %d held, %d granted, %d recalled, %d lost with data in conflict\n", d.Held, d.Granted, d.Recalls, d.Conflicts)
+				fmt.Fprintf(w, "write delegations: %d held, %d granted, %d recalled, %d lost with data kept back\n", d.Held, d.Granted, d.Recalls, d.Lost)
 			}
 			rows := [][]string{{"RPC", "COUNT"}}
 			for _, op := range ops {

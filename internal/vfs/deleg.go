@@ -442,9 +442,13 @@ func (v *FS) reclaim(d *wdeleg) {
 		d.returning = true
 		d.mu.Unlock()
 		v.dropDeleg(d)
-		v.conflicts.Add(1)
-		v.log.Warn("a file written here under a delegation that was lost changed at its share meanwhile; the local version stays in the cache",
+		v.lost.Add(1)
+		v.log.Warn("a file written here under a delegation that was lost changed at its share meanwhile; the local version is kept beside it",
 			"path", d.g, "err", err)
+		select {
+		case v.rp.kickChan() <- struct{}{}: // the retry of unsent data keeps it beside
+		default:
+		}
 	}
 }
 
@@ -467,17 +471,19 @@ func (v *FS) FlushDelegs() error {
 }
 
 // DelegStats counts write delegations: held now, granted, recalled, and
-// lost with data in conflict.
+// lost while data was kept back (the share restarted and its grace period
+// passed, or the lease ran out, and the file changed meanwhile; the local
+// version is then kept beside the file, see Conflicts).
 type DelegStats struct {
-	Held      int    `json:"held"`
-	Granted   uint64 `json:"granted"`
-	Recalls   uint64 `json:"recalls"`
-	Conflicts uint64 `json:"conflicts"`
+	Held    int    `json:"held"`
+	Granted uint64 `json:"granted"`
+	Recalls uint64 `json:"recalls"`
+	Lost    uint64 `json:"lost"`
 }
 
 // Delegations reports the write delegations of this agent.
 func (v *FS) Delegations() DelegStats {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return DelegStats{Held: len(v.wdelegs), Granted: v.delegsGranted, Recalls: v.recalls.Load(), Conflicts: v.conflicts.Load()}
+	return DelegStats{Held: len(v.wdelegs), Granted: v.delegsGranted, Recalls: v.recalls.Load(), Lost: v.lost.Load()}
 }

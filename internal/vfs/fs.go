@@ -42,7 +42,7 @@ type FS struct {
 	wdelegs       map[string]*wdeleg
 	delegsGranted uint64
 	recalls       atomic.Uint64
-	conflicts     atomic.Uint64
+	lost          atomic.Uint64 // delegations lost with data kept back
 	quit          chan struct{}
 	log           *slog.Logger
 	// notify, if set, tells the kernel to forget a path (set by the edge).
