@@ -329,13 +329,15 @@ func (v *FS) KernelTimeout(p string) time.Duration {
 // fetched from its share and about to be given to the kernel: data of an
 // older version is dropped (the kernel drops its pages when it sees the
 // new modification time), so that reads never mix a new size with old
-// bytes. Files with unsent data are left alone.
+// bytes. Files with unsent data are left alone. p may be out of date (the
+// path an open file was opened with): it is only updated if it still
+// names the same file.
 func (v *FS) follow(key, p string, a wire.Attr) {
 	ver, _, ok := v.cache.Version(key)
 	if !ok || ver == a.Version || len(v.cache.Dirty(key)) > 0 {
 		return
 	}
-	v.cache.Validate(key, a.Version, a.Size, p)
+	v.cache.Validate(key, a.Version, a.Size, "")
 	// The path's cached attributes must not take the file back to the
 	// older version at the next open.
 	v.mu.Lock()

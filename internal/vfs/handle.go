@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +39,7 @@ type Handle struct {
 	ra      sync.WaitGroup // read-ahead under way
 	opening chan struct{}  // closed when the share handle opened at Open is ready
 	attr    wire.Attr      // the file's attributes when it was opened
+	own     atomic.Uint64  // the newest version this handle's writes made
 	closed  bool
 	err     error // a failed write-back, reported at flush
 }
@@ -240,7 +242,8 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	want, _, _ := h.v.cache.Version(h.key)
 	n, err := f.ReadAt(ctx, p, off)
-	if a := f.Attr(); want != 0 && a.Version != 0 && a.Version != want && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
+	// Newer than what is cached, and not by this handle's own writes.
+	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
 		return 0, &changedError{a}
 	}
 	return n, err
@@ -254,7 +257,6 @@ func (h *Handle) changed(err error) bool {
 		return false
 	}
 	h.v.follow(h.key, h.path, ce.a)
-	h.v.setAttr(h.path, ce.a)
 	return true
 }
 
@@ -339,10 +341,16 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
+		a := f.Attr()
+		for v := h.own.Load(); a.Version > v && !h.own.CompareAndSwap(v, a.Version); v = h.own.Load() {
+		}
+		err = h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch)
+		if h.changed(err) {
+			err = h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch)
+		}
+		if err != nil {
 			return n, err
 		}
-		a := f.Attr()
 		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, a.Version, a.Size)
 		h.v.setAttr(h.path, a)
 		return n, nil
