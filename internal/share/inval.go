@@ -49,6 +49,7 @@ type invSession struct {
 	callback bool
 	lease    time.Duration
 	acked    uint64 // every record up to this stamp was acknowledged
+	owed     uint64 // a change waits until it acknowledges up to this stamp
 	broken   bool   // missed a recall: its next poll is told to drop everything
 	// holds are the paths a callback session may have cached (read
 	// delegations): only their changes are recalled from it. A hold on a
@@ -173,6 +174,9 @@ func (t *invTable) record(src string, paths ...string) (uint64, []*invSession) {
 			recall = append(recall, s)
 		}
 	}
+	for _, s := range recall {
+		s.owed = max(s.owed, t.clock)
+	}
 	t.signal()
 	return t.clock, recall
 }
@@ -270,6 +274,14 @@ func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.D
 		t.mu.Lock()
 		ch := t.wake
 		pending := stamp != t.clock
+		// A change waits for this session although nothing new concerns
+		// it (a recall it had not acknowledged yet when the change was
+		// made): answer now, so that its next poll acknowledges the
+		// change, instead of at the end of the wait.
+		owed := false
+		if s := t.sessions[id]; s != nil && s.owed > since {
+			owed = true
+		}
 		t.mu.Unlock()
 		left := time.Until(deadline)
 		if pending || left <= 0 {
@@ -277,6 +289,9 @@ func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.D
 				return
 			}
 			continue
+		}
+		if owed {
+			return
 		}
 		select {
 		case <-ch:
