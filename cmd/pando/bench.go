@@ -37,7 +37,7 @@ Scenarios:
 ` + list.String() + `
 --quick runs small sizes (all scenarios in about two minutes). --rtt and
 --rate set the emulated link of the wan scenario (and the first --rtt that of
-make). Mounting needs FUSE (/dev/fuse and fusermount3).`,
+make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 		Example: `  pando bench read --quick
   pando bench wan --rtt 40ms --rate 200mbit --plot plots/
   pando bench all --json results.json --plot plots/`,

@@ -39,8 +39,7 @@ type Scenario struct {
 	Run         func(ctx context.Context, o Options) ([]Row, error)
 }
 
-// Scenarios are all experiments, in the order `all` runs them. Later
-// scenarios (transfer, lock, repo-update) register here.
+// Scenarios are all experiments, in the order `all` runs them.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{"open", "open-for-read and create latency, median and p99 (Avaki: 3.5 ms and 28.7 ms)", runOpen},
@@ -51,6 +50,7 @@ func Scenarios() []Scenario {
 		{"wan", "cold read and write through the WAN emulator at several RTTs, beside the raw link", runWAN},
 		{"make", "compile-like metadata workload per consistency mode, with RPC counts by kind", runMake},
 		{"repo-update", "a tree read-shared by six agents, 540 files updated at the share: the RPCs of looking again, per consistency mode (GVFS)", runRepoUpdate},
+		{"lock", "six agents compete for one lock file by hard-linking, per consistency mode: fairness, time to acquire, RPCs (GVFS)", runLock},
 		{"transfer", "pando cp memory-to-memory and disk-to-disk, 1 and 4 streams, by RTT, beside the raw link, Go's TLS and globus-url-copy; 10,000 small files", runTransfer},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
 	}

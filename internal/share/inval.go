@@ -57,6 +57,7 @@ type invSession struct {
 	callback bool
 	lease    time.Duration
 	acked    uint64 // every record up to this stamp was acknowledged
+	owed     uint64 // a change waits until it acknowledges up to this stamp
 	broken   bool   // missed a recall: its next poll is told to drop everything
 	// holds are the paths a callback session may have cached (read
 	// delegations): only their changes are recalled from it. A hold on a
@@ -181,6 +182,9 @@ func (t *invTable) record(src string, paths ...string) (uint64, []*invSession) {
 			recall = append(recall, s)
 		}
 	}
+	for _, s := range recall {
+		s.owed = max(s.owed, t.clock)
+	}
 	t.signal()
 	return t.clock, recall
 }
@@ -279,6 +283,14 @@ func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.D
 		ch := t.wake
 		pending := stamp != t.clock
 		_, resend := t.recallsDue(id, t.now())
+		// A change waits for this session although nothing new concerns
+		// it (a recall it had not acknowledged yet when the change was
+		// made): answer now, so that its next poll acknowledges the
+		// change, instead of at the end of the wait.
+		owed := false
+		if s := t.sessions[id]; s != nil && s.owed > since {
+			owed = true
+		}
 		t.mu.Unlock()
 		if force || len(paths) > 0 || len(recalls) > 0 || wait <= 0 {
 			return
@@ -289,6 +301,9 @@ func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.D
 				return
 			}
 			continue
+		}
+		if owed {
+			return
 		}
 		if !resend.IsZero() {
 			// Wake up to send again a recall left unanswered.

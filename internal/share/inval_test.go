@@ -103,3 +103,54 @@ func TestCallbackRecall(t *testing.T) {
 		t.Error("a session that missed a recall was not told to drop everything")
 	}
 }
+
+// TestCallbackOwedAck: a change made while a session has a recall it has
+// not acknowledged waits for that session even though it concerns nothing
+// the session holds; the session's next long poll answers at once, so
+// that the poll after it acknowledges the change, instead of holding the
+// change up for the whole wait.
+func TestCallbackOwedAck(t *testing.T) {
+	tab := newInvTable(time.Now)
+	lease := 5 * time.Second
+	_, _, s0, _, _ := tab.longPoll("b", 0, 0, time.Second, lease)
+	tab.hold("b", "x")
+	tab.record("w1", "x")
+	paths, _, s1, _, _ := tab.longPoll("b", s0, 0, time.Second, lease)
+	if !slices.Equal(paths, []string{"x"}) {
+		t.Fatalf("recall of x: %v", paths)
+	}
+	// b has not acknowledged x yet: a change of z waits for it.
+	stamp, recalled := tab.record("w2", "z")
+	if len(recalled) != 1 || stamp <= s1 {
+		t.Fatalf("%d sessions recalled at stamp %d (b's stamp %d)", len(recalled), stamp, s1)
+	}
+	done := make(chan struct{})
+	go func() {
+		tab.waitAcked(stamp, recalled)
+		close(done)
+	}()
+	type reply struct {
+		paths []string
+		stamp uint64
+	}
+	got := make(chan reply, 1)
+	go func() {
+		paths, _, s2, _, _ := tab.longPoll("b", s1, 0, time.Minute, lease)
+		got <- reply{paths, s2}
+	}()
+	var r reply
+	select {
+	case r = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a long poll owed to a waiting change was held for its whole wait")
+	}
+	if len(r.paths) != 0 || r.stamp < stamp {
+		t.Fatalf("long poll returned %v at stamp %d, want nothing at %d or later", r.paths, r.stamp, stamp)
+	}
+	go tab.longPoll("b", r.stamp, 0, time.Minute, lease) // acknowledges
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the change was not acknowledged")
+	}
+}
