@@ -172,6 +172,12 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	var ff uint32
 	if h.KeepCache {
 		ff |= fuse.FOPEN_KEEP_CACHE
+	} else {
+		// The file changed since the kernel last had it open: its cached
+		// size may be the old one, which would cut or zero-fill the new
+		// bytes. Have it ask again (attributes only; the pages go with
+		// the open, as KEEP_CACHE is not set).
+		_ = n.NotifyContent(-1, 0)
 	}
 	if flags&syscall.O_DIRECT != 0 {
 		ff |= fuse.FOPEN_DIRECT_IO

@@ -255,12 +255,14 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 		return err
 	}
 	if first != nil {
-		if _, err := setSize(); err != nil {
+		a, err := setSize()
+		if err != nil {
 			return err
 		}
 		// What this agent wrote is recorded before the share hears of
 		// it: after a crash from here, the share's new version is not
 		// taken for another agent's change.
+		v.cache.MarkClean(d.key, head, a.Version, a.Size)
 		if err := v.cache.Persist(d.key); err != nil {
 			return err
 		}
@@ -268,6 +270,13 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 			return err
 		}
 		fault.Crash("vfs.deleg.first-return")
+		if len(rest) == 0 {
+			// That return was the last: the file is no longer this
+			// agent's to touch (another agent may be changing it now),
+			// so no size is set again and no attributes are kept.
+			v.cache.MarkClean(d.key, ranges, a.Version, a.Size)
+			return v.cache.Persist(d.key)
+		}
 		if err := send(rest); err != nil {
 			return err
 		}
@@ -280,10 +289,13 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	if err := v.cache.Persist(d.key); err != nil {
 		v.log.Warn("cannot record in the cache that data reached the share", "path", d.g, "err", err)
 	}
-	v.setAttr(d.g, a)
-	v.mu.Lock()
-	v.opened[d.key] = a.Version
-	v.mu.Unlock()
+	if first == nil {
+		// Still held: what the share has now is what this agent knows.
+		v.setAttr(d.g, a)
+		v.mu.Lock()
+		v.opened[d.key] = a.Version
+		v.mu.Unlock()
+	}
 	return nil
 }
 

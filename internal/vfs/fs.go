@@ -301,7 +301,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 	v.setFetched(p, a, g)
 	if a.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		if key, err := v.Key(ctx, p, a); err == nil {
-			v.follow(key, p, a)
+			v.follow(key, p, a, g)
 		}
 	}
 	return v.localAttr(p, a), nil
@@ -329,10 +329,14 @@ func (v *FS) KernelTimeout(p string) time.Duration {
 // fetched from its share and about to be given to the kernel: data of an
 // older version is dropped (the kernel drops its pages when it sees the
 // new modification time), so that reads never mix a new size with old
-// bytes. Files with unsent data are left alone. p may be out of date (the
+// bytes. Files with unsent data are left alone, and so is everything when
+// an invalidation came after a was fetched (generation g). p may be out of date (the
 // path an open file was opened with): it is only updated if it still
 // names the same file.
-func (v *FS) follow(key, p string, a wire.Attr) {
+func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
+	if v.generation() != g {
+		return // something was invalidated since a was fetched: it may be old
+	}
 	ver, _, ok := v.cache.Version(key)
 	if !ok || ver == a.Version || len(v.cache.Dirty(key)) > 0 {
 		return
@@ -341,7 +345,7 @@ func (v *FS) follow(key, p string, a wire.Attr) {
 	// The path's cached attributes must not take the file back to the
 	// older version at the next open.
 	v.mu.Lock()
-	if e, ok := v.attrs[p]; ok && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
+	if e, ok := v.attrs[p]; ok && v.gen == g && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
 		v.attrs[p] = attrEntry{a: a, at: time.Now()}
 	}
 	v.mu.Unlock()

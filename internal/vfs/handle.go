@@ -229,7 +229,10 @@ func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File
 
 // changedError says that the share's bytes belong to a newer version of
 // the file than the one cached: they must not be mixed with it.
-type changedError struct{ a wire.Attr }
+type changedError struct {
+	a wire.Attr
+	g uint64 // the generation before the read
+}
 
 func (e *changedError) Error() string { return "the file changed at its share while it was read" }
 
@@ -241,10 +244,11 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	want, _, _ := h.v.cache.Version(h.key)
+	g := h.v.generation()
 	n, err := f.ReadAt(ctx, p, off)
 	// Newer than what is cached, and not by this handle's own writes.
 	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
-		return 0, &changedError{a}
+		return 0, &changedError{a, g}
 	}
 	return n, err
 }
@@ -256,7 +260,7 @@ func (h *Handle) changed(err error) bool {
 	if !errors.As(err, &ce) {
 		return false
 	}
-	h.v.follow(h.key, h.path, ce.a)
+	h.v.follow(h.key, h.path, ce.a, ce.g)
 	return true
 }
 
@@ -450,6 +454,7 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 	h.mu.Unlock()
 	var a wire.Attr
 	var err error
+	g := h.v.generation()
 	if remote != nil {
 		a, err = remote.Stat(ctx)
 	} else {
@@ -471,7 +476,7 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 		return a, nil
 	}
 	if a.Ino == h.attr.Ino {
-		h.v.follow(h.key, h.path, a)
+		h.v.follow(h.key, h.path, a, g)
 	}
 	return a, nil
 }

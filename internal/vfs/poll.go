@@ -221,10 +221,20 @@ func (v *FS) invalidate(g string) {
 	}
 	delete(v.dirs, g)
 	v.mu.Unlock()
-	v.notifyKernel(g)
-	for _, kid := range kids {
-		v.notifyKernel(kid)
+	notify := func() {
+		v.notifyKernel(g)
+		for _, kid := range kids {
+			v.notifyKernel(kid)
+		}
 	}
+	if v.opts.policy(g).Mode == Callback {
+		// The kernel caches no entries or attributes under callback (see
+		// KernelTimeout): only the pages of files kept open are left, and
+		// they are dropped without holding up the acknowledgement.
+		go notify()
+		return
+	}
+	notify()
 }
 
 // forgetShare drops everything cached about a share's paths.
