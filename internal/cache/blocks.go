@@ -251,10 +251,18 @@ func (c *Cache) Present(key string, idx int64) bool {
 	return ok
 }
 
-// Prefetch fills block idx if it is missing (for read-ahead).
+// Prefetch fills block idx if it is missing (for read-ahead). A block
+// already being fetched is left to that fetch: Prefetch does not wait for
+// it, so that read-ahead's slots hold only fetches of distinct blocks.
 func (c *Cache) Prefetch(ctx context.Context, key string, idx int64, fetch Fetcher) error {
 	_, size, ok := c.Version(key)
 	if !ok || idx*c.opts.BlockSize >= size || c.Present(key, idx) {
+		return nil
+	}
+	c.mu.Lock()
+	fl := c.flights[blockID{key, idx}]
+	c.mu.Unlock()
+	if fl != nil {
 		return nil
 	}
 	_, err := c.fetchBlock(ctx, key, idx, size, fetch)

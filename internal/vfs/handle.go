@@ -295,8 +295,15 @@ func (h *Handle) readAhead(off, n int64) {
 		h.mu.Unlock()
 		return
 	}
-	seq := off == h.lastEnd || off == 0
-	h.lastEnd = off + n
+	// The kernel has several reads of a sequential reader under way at
+	// once, and they finish in any order: a read that starts within two
+	// blocks of the furthest end so far is still sequential (resetting
+	// here would start read-ahead over behind blocks already in flight).
+	near := off >= h.lastEnd-2*bs && off <= h.lastEnd+2*bs
+	seq := off == 0 || near
+	if !near || off+n > h.lastEnd {
+		h.lastEnd = off + n
+	}
 	if !seq || n == 0 {
 		h.ahead = 0
 		h.mu.Unlock()
