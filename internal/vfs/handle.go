@@ -262,20 +262,25 @@ func (h *Handle) changed(err error) bool {
 // bytes lie in one cached block), else reads into p. The result must not
 // be changed.
 func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	h.readAhead(off, int64(len(p)))
 	b, ok, err := h.v.cache.Slice(ctx, h.key, off, len(p), h.fetch)
 	if err != nil && !h.changed(err) {
 		return nil, err
 	}
 	if ok && err == nil {
-		h.readAhead(off, int64(len(b)))
 		return b, nil
 	}
-	n, err := h.Read(ctx, p, off)
+	n, err := h.read(ctx, p, off)
 	return p[:n], err
 }
 
 // Read reads at off.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.readAhead(off, int64(len(p)))
+	return h.read(ctx, p, off)
+}
+
+func (h *Handle) read(ctx context.Context, p []byte, off int64) (int, error) {
 	n, err := h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
 	if h.changed(err) {
 		n, err = h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
@@ -283,11 +288,12 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	h.readAhead(off, int64(n))
 	return n, err
 }
 
-// readAhead keeps ReadAhead blocks in flight beyond a sequential reader.
+// readAhead keeps ReadAhead blocks in flight beyond a sequential reader
+// about to read n bytes at off. It runs before the read itself, so that a
+// cold read and the blocks after it are fetched at the same time.
 func (h *Handle) readAhead(off, n int64) {
 	bs := h.v.cache.BlockSize()
 	h.mu.Lock()
