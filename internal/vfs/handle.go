@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,7 +36,8 @@ type Handle struct {
 	dirty   bool
 	lastEnd int64 // end of the last read, to detect sequential access
 	ahead   int64 // first block not yet asked for by read-ahead
-	raSem   chan struct{}
+	raBusy  int   // read-ahead fetches under way
+	est     pathEstimate
 	ra      sync.WaitGroup // read-ahead under way
 	opening chan struct{}  // closed when the share handle opened at Open is ready
 	attr    wire.Attr      // the file's attributes when it was opened
@@ -96,7 +99,6 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 	v.mu.Unlock()
 	v.cache.Pin(key)
 	return &Handle{v: v, path: p, key: key, flags: flags, attr: a, KeepCache: kept && ok && seen == a.Version,
-		raSem: make(chan struct{}, v.opts.ReadAhead),
 		// Data an earlier close could not send goes with this one.
 		dirty: len(v.cache.Dirty(key)) > 0}, nil
 }
@@ -239,7 +241,11 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	want, _, _ := h.v.cache.Version(h.key)
+	t0, d0 := time.Now(), h.est.delivered.Load()
 	n, err := f.ReadAt(ctx, p, off)
+	if err == nil {
+		h.est.sample(time.Since(t0), d0, int64(n))
+	}
 	if a := f.Attr(); want != 0 && a.Version != 0 && a.Version != want && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
 		return 0, &changedError{a}
 	}
@@ -291,8 +297,52 @@ func (h *Handle) read(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// readAhead keeps ReadAhead blocks in flight beyond a sequential reader
-// about to read n bytes at off. It runs before the read itself, so that a
+// pathEstimate measures the path to the share as this handle's fetches
+// see it: the shortest time a fetch took (the round trip, plus a block's
+// serialisation and the share's read) and the highest delivery rate, each
+// fetch's sample being the bytes delivered while it was under way over its
+// time (as TCP BBR measures a path). Their product is the path's
+// bandwidth-delay product.
+type pathEstimate struct {
+	delivered atomic.Int64 // bytes fetched so far
+
+	mu      sync.Mutex
+	minTime time.Duration
+	maxRate float64 // bytes per second
+}
+
+// sample records a fetch of n bytes that took d, begun when delivered
+// stood at d0.
+func (e *pathEstimate) sample(d time.Duration, d0, n int64) {
+	now := e.delivered.Add(n)
+	if d <= 0 || n == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.minTime == 0 || d < e.minTime {
+		e.minTime = d
+	}
+	e.maxRate = max(e.maxRate, float64(now-d0)/d.Seconds())
+	e.mu.Unlock()
+}
+
+// depth is how many blocks of bs bytes read-ahead keeps in flight: twice
+// the measured bandwidth-delay product (so that a window that limits the
+// rate it measures grows, as the rate samples then grow with it), at least
+// lo and at most hi blocks.
+func (e *pathEstimate) depth(bs int64, lo, hi int) int {
+	if hi <= lo {
+		return lo
+	}
+	e.mu.Lock()
+	bdp := e.maxRate * e.minTime.Seconds()
+	e.mu.Unlock()
+	return min(max(int(math.Ceil(2*bdp/float64(bs))), lo), hi)
+}
+
+// readAhead keeps blocks in flight beyond a sequential reader about to
+// read n bytes at off: ReadAhead of them, or on a long fat path as many as
+// its measured bandwidth-delay product asks for, up to ReadAheadMax. It runs before the read itself, so that a
 // cold read and the blocks after it are fetched at the same time.
 func (h *Handle) readAhead(off, n int64) {
 	bs := h.v.cache.BlockSize()
@@ -315,24 +365,25 @@ func (h *Handle) readAhead(off, n int64) {
 		h.mu.Unlock()
 		return
 	}
+	depth := h.est.depth(bs, h.v.opts.ReadAhead, h.v.opts.ReadAheadMax)
 	next := max(h.ahead, (off+n)/bs+1)
-	limit := (off+n)/bs + int64(h.v.opts.ReadAhead)
+	limit := (off+n)/bs + int64(depth)
 	var todo []int64
-	for idx := next; idx <= limit; idx++ {
-		select {
-		case h.raSem <- struct{}{}:
-			todo = append(todo, idx)
-			h.ahead = idx + 1
-		default:
-			idx = limit
-		}
+	for idx := next; idx <= limit && h.raBusy < depth; idx++ {
+		todo = append(todo, idx)
+		h.ahead = idx + 1
+		h.raBusy++
 	}
 	h.ra.Add(len(todo))
 	h.mu.Unlock()
 	for _, idx := range todo {
 		go func() {
 			defer h.ra.Done()
-			defer func() { <-h.raSem }()
+			defer func() {
+				h.mu.Lock()
+				h.raBusy--
+				h.mu.Unlock()
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			_ = h.v.cache.Prefetch(ctx, h.key, idx, h.fetch)
