@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,13 +32,13 @@ type Handle struct {
 	reader  *client.File // a second, read-only handle when remote cannot read
 	rflags  uint32
 	dirty   bool
-	lastEnd int64 // end of the last read, to detect sequential access
-	ahead   int64 // first block not yet asked for by read-ahead
-	raBusy  int   // read-ahead fetches under way
-	est     pathEstimate
-	ra      sync.WaitGroup // read-ahead under way
-	opening chan struct{}  // closed when the share handle opened at Open is ready
-	attr    wire.Attr      // the file's attributes when it was opened
+	lastEnd int64               // end of the last read, to detect sequential access
+	ahead   int64               // first block not yet asked for by read-ahead
+	raBusy  int                 // read-ahead fetches under way
+	est     client.PathEstimate // the path to the share, from this handle's fetches
+	ra      sync.WaitGroup      // read-ahead under way
+	opening chan struct{}       // closed when the share handle opened at Open is ready
+	attr    wire.Attr           // the file's attributes when it was opened
 	closed  bool
 	err     error // a failed write-back, reported at flush
 }
@@ -241,10 +239,10 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	want, _, _ := h.v.cache.Version(h.key)
-	t0, d0 := time.Now(), h.est.delivered.Load()
+	t0, d0 := time.Now(), h.est.Delivered()
 	n, err := f.ReadAt(ctx, p, off)
 	if err == nil {
-		h.est.sample(time.Since(t0), d0, int64(n))
+		h.est.Sample(time.Since(t0), d0, int64(n))
 	}
 	if a := f.Attr(); want != 0 && a.Version != 0 && a.Version != want && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
 		return 0, &changedError{a}
@@ -297,53 +295,11 @@ func (h *Handle) read(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// pathEstimate measures the path to the share as this handle's fetches
-// see it: the shortest time a fetch took (the round trip, plus a block's
-// serialisation and the share's read) and the highest delivery rate, each
-// fetch's sample being the bytes delivered while it was under way over its
-// time (as TCP BBR measures a path). Their product is the path's
-// bandwidth-delay product.
-type pathEstimate struct {
-	delivered atomic.Int64 // bytes fetched so far
-
-	mu      sync.Mutex
-	minTime time.Duration
-	maxRate float64 // bytes per second
-}
-
-// sample records a fetch of n bytes that took d, begun when delivered
-// stood at d0.
-func (e *pathEstimate) sample(d time.Duration, d0, n int64) {
-	now := e.delivered.Add(n)
-	if d <= 0 || n == 0 {
-		return
-	}
-	e.mu.Lock()
-	if e.minTime == 0 || d < e.minTime {
-		e.minTime = d
-	}
-	e.maxRate = max(e.maxRate, float64(now-d0)/d.Seconds())
-	e.mu.Unlock()
-}
-
-// depth is how many blocks of bs bytes read-ahead keeps in flight: twice
-// the measured bandwidth-delay product (so that a window that limits the
-// rate it measures grows, as the rate samples then grow with it), at least
-// lo and at most hi blocks.
-func (e *pathEstimate) depth(bs int64, lo, hi int) int {
-	if hi <= lo {
-		return lo
-	}
-	e.mu.Lock()
-	bdp := e.maxRate * e.minTime.Seconds()
-	e.mu.Unlock()
-	return min(max(int(math.Ceil(2*bdp/float64(bs))), lo), hi)
-}
-
 // readAhead keeps blocks in flight beyond a sequential reader about to
 // read n bytes at off: ReadAhead of them, or on a long fat path as many as
-// its measured bandwidth-delay product asks for, up to ReadAheadMax. It runs before the read itself, so that a
-// cold read and the blocks after it are fetched at the same time.
+// its measured bandwidth-delay product asks for, up to ReadAheadMax. It
+// runs before the read itself, so that a cold read and the blocks after it
+// are fetched at the same time.
 func (h *Handle) readAhead(off, n int64) {
 	bs := h.v.cache.BlockSize()
 	h.mu.Lock()
@@ -365,7 +321,7 @@ func (h *Handle) readAhead(off, n int64) {
 		h.mu.Unlock()
 		return
 	}
-	depth := h.est.depth(bs, h.v.opts.ReadAhead, h.v.opts.ReadAheadMax)
+	depth := h.est.Depth(bs, h.v.opts.ReadAhead, h.v.opts.ReadAheadMax)
 	next := max(h.ahead, (off+n)/bs+1)
 	limit := (off+n)/bs + int64(depth)
 	var todo []int64
