@@ -43,8 +43,12 @@ func (f *File) writeBlock(ctx context.Context, p []byte, off int64, sum uint32) 
 // over streams data channels: 8 MiB per stream, at least 16 MiB (a
 // 1 Gbit/s path at 130 ms round trip), at most 64 MiB.
 func InFlight(streams int) int {
-	return min(max(16<<20, 8<<20*streams), 64<<20)
+	return min(max(16<<20, 8<<20*streams), MaxInFlight)
 }
+
+// MaxInFlight bounds the bytes a bulk transfer keeps in flight to a share
+// however long and fat the path.
+const MaxInFlight = 64 << 20
 
 // Extent is a byte range of a file.
 type Extent struct {
@@ -53,10 +57,11 @@ type Extent struct {
 
 // WriteExtents sends the bytes of exts, which read copies out of the
 // caller's store (returning fewer bytes only at its end), in requests of
-// Chunk bytes with InFlight bytes in flight over the client's data
-// channels. Each request carries the CRC32C of its data, computed as soon
-// as read returned it, and the share writes nothing that no longer
-// matches. The extents must not overlap. WriteExtents stops at the first
+// Chunk bytes over the client's data channels, with InFlight bytes in
+// flight, or on a path whose measured bandwidth-delay product asks for
+// more (PathEstimate), up to MaxInFlight. Each request carries the CRC32C
+// of its data, computed as soon as read returned it, and the share writes
+// nothing that no longer matches. The extents must not overlap. WriteExtents stops at the first
 // failure (nothing is sent after it; what was sent before may have been
 // written) and returns that error; read's errors are returned unchanged.
 //
@@ -69,15 +74,17 @@ type Extent struct {
 // The zero Attr (Ino 0) means no reply carried attributes.
 func (f *File) WriteExtents(ctx context.Context, exts []Extent, read func(p []byte, off int64) (int, error), written func()) (wire.Attr, error) {
 	chunk := min(max(f.Chunk, 4096), wire.MaxData)
-	nbuf := max(InFlight(f.c.opts.Streams)/chunk, 1)
+	lo := max(InFlight(f.c.opts.Streams)/chunk, 1)
+	hi := max(MaxInFlight/chunk, lo)
 	if f.flags&wire.OpenAppend != 0 {
-		nbuf = 1 // appends land in the order they are sent
+		lo, hi = 1, 1 // appends land in the order they are sent
 	}
-	free := make(chan []byte, nbuf)
+	free := make(chan []byte, hi)
 	made := 0
 	var (
 		mu   sync.Mutex
 		last wire.Attr
+		est  PathEstimate
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	var rerr error
@@ -85,7 +92,7 @@ send:
 	for _, e := range exts {
 		for off, end := e.Off, e.Off+e.Len; off < end; {
 			var buf []byte
-			if made < nbuf && len(free) == 0 {
+			if len(free) == 0 && made < est.Depth(int64(chunk), lo, hi) {
 				buf = make([]byte, chunk)
 				made++
 			} else {
@@ -109,10 +116,12 @@ send:
 			sum := wire.CRC(p)
 			g.Go(func() error {
 				defer func() { free <- buf }()
+				t0, d0 := time.Now(), est.Delivered()
 				a, err := f.writeBlock(gctx, p, at, sum)
 				if err != nil {
 					return err
 				}
+				est.Sample(time.Since(t0), d0, int64(len(p)))
 				mu.Lock()
 				defer mu.Unlock()
 				if a.Version > last.Version || a.Version == last.Version && a.Size > last.Size {
