@@ -478,10 +478,13 @@ func subtract(rs []Range, d Range) []Range {
 // evict drops least recently used clean blocks until the disk layer is
 // within its bound: first blocks of files nobody has open, then, if that
 // is not enough, the least recently used blocks of open files.
-func (c *Cache) evict() {
+func (c *Cache) evict() { c.evictFor(0) }
+
+// evictFor evicts until room more bytes fit within the disk bound.
+func (c *Cache) evictFor(room int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.diskUsed.Load() <= c.opts.DiskBytes {
+	if c.diskUsed.Load()+room <= c.opts.DiskBytes {
 		return
 	}
 	type cand struct {
@@ -516,7 +519,7 @@ func (c *Cache) evict() {
 			}
 		}
 		for _, cd := range list {
-			if c.diskUsed.Load() <= c.opts.DiskBytes {
+			if c.diskUsed.Load()+room <= c.opts.DiskBytes {
 				return
 			}
 			cd.e.mu.Lock()
