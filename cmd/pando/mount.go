@@ -33,7 +33,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
-	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 16, "blocks kept in flight ahead of a sequential reader")
+	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 }
 

@@ -76,7 +76,7 @@ func Start(cfg Config) (*Agent, error) {
 	cfg.Cache.Log = cfg.Log
 	var sid [12]byte
 	_, _ = rand.Read(sid[:])
-	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:])})
+	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true})
 	if err != nil {
 		return nil, err
 	}

@@ -251,10 +251,18 @@ func (c *Cache) Present(key string, idx int64) bool {
 	return ok
 }
 
-// Prefetch fills block idx if it is missing (for read-ahead).
+// Prefetch fills block idx if it is missing (for read-ahead). A block
+// already being fetched is left to that fetch: Prefetch does not wait for
+// it, so that read-ahead's slots hold only fetches of distinct blocks.
 func (c *Cache) Prefetch(ctx context.Context, key string, idx int64, fetch Fetcher) error {
 	_, size, ok := c.Version(key)
 	if !ok || idx*c.opts.BlockSize >= size || c.Present(key, idx) {
+		return nil
+	}
+	c.mu.Lock()
+	fl := c.flights[blockID{key, idx}]
+	c.mu.Unlock()
+	if fl != nil {
 		return nil
 	}
 	_, err := c.fetchBlock(ctx, key, idx, size, fetch)
@@ -470,10 +478,13 @@ func subtract(rs []Range, d Range) []Range {
 // evict drops least recently used clean blocks until the disk layer is
 // within its bound: first blocks of files nobody has open, then, if that
 // is not enough, the least recently used blocks of open files.
-func (c *Cache) evict() {
+func (c *Cache) evict() { c.evictFor(0) }
+
+// evictFor evicts until room more bytes fit within the disk bound.
+func (c *Cache) evictFor(room int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.diskUsed.Load() <= c.opts.DiskBytes {
+	if c.diskUsed.Load()+room <= c.opts.DiskBytes {
 		return
 	}
 	type cand struct {
@@ -508,7 +519,7 @@ func (c *Cache) evict() {
 			}
 		}
 		for _, cd := range list {
-			if c.diskUsed.Load() <= c.opts.DiskBytes {
+			if c.diskUsed.Load()+room <= c.opts.DiskBytes {
 				return
 			}
 			cd.e.mu.Lock()

@@ -106,6 +106,34 @@ func TestConcurrentReadersFetchOnce(t *testing.T) {
 	}
 }
 
+// TestPrefetchLeavesABlockInFlightToItsFetch: read-ahead does not wait
+// for a block another caller is already fetching (it would hold one of its
+// slots for nothing), and causes no second fetch.
+func TestPrefetchLeavesABlockInFlightToItsFetch(t *testing.T) {
+	c := open(t, t.TempDir(), Options{BlockSize: 1 << 16})
+	r := &remote{data: make([]byte, 1<<16), gate: make(chan struct{})}
+	rand.Read(r.data)
+	c.Validate("f", 1, int64(len(r.data)), "")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ReadAt(context.Background(), "f", make([]byte, 10), 0, r.fetch)
+		done <- err
+	}()
+	for r.fetches.Load() == 0 {
+		// wait until the reader is inside the fetcher
+	}
+	if err := c.Prefetch(context.Background(), "f", 0, r.fetch); err != nil {
+		t.Fatal(err)
+	}
+	close(r.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.fetches.Load(); n != 1 {
+		t.Fatalf("a read and a prefetch of the same cold block caused %d fetches", n)
+	}
+}
+
 func TestPersistsAcrossRestartIncludingDirtyData(t *testing.T) {
 	dir := t.TempDir()
 	c, err := Open(Options{Dir: dir, BlockSize: 4096})

@@ -64,6 +64,9 @@ func (c *Cache) writeStaged(id blockID) {
 		if e == nil {
 			return
 		}
+		// Make room first: evicting only after the block is recorded
+		// would let the cache's disk use pass its bound meanwhile.
+		c.evictFor(c.opts.BlockSize)
 		e.mu.Lock()
 		data := e.pendingBlock(id.idx)
 		if data == nil {

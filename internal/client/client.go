@@ -30,6 +30,10 @@ type Options struct {
 	// Session names this client's invalidation session at shares (an
 	// agent sets it; changes it makes are then not reported back to it).
 	Session string
+	// EarlyData opens a share's data channels as soon as its control
+	// channel, in the background, rather than at the first bulk request
+	// (an agent sets it: its first cold read then waits for no handshake).
+	EarlyData bool
 }
 
 // Client talks to one domain's controller and its shares.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/rpc"
@@ -23,6 +24,10 @@ type shareConn struct {
 	data  []*rpc.Conn
 	slots map[*rpc.Conn]map[string]slot // conn -> token (by prefix) -> slot
 	next  atomic.Uint32
+	// dialing holds a channel per dial under way (by connAt's idx),
+	// closed when it is done.
+	dialing map[int]chan struct{}
+	closed  bool
 }
 
 type slot struct {
@@ -44,6 +49,7 @@ func (c *Client) share(name string) *shareConn {
 func (s *shareConn) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	if s.ctl != nil {
 		s.ctl.Close()
 	}
@@ -127,55 +133,110 @@ func (s *shareConn) dialPlain(ctx context.Context, t *target) (*rpc.Conn, error)
 	return conn, nil
 }
 
-// conn returns the control channel, or data channel i when data is set.
+// conn returns the control channel, or a data channel (round robin) when
+// data is set.
 func (s *shareConn) conn(ctx context.Context, t *target, data bool) (*rpc.Conn, error) {
-	s.mu.Lock()
-	var cur *rpc.Conn
-	idx := 0
+	idx := -1
 	if data {
+		s.mu.Lock()
 		if len(s.data) == 0 {
 			s.data = make([]*rpc.Conn, s.c.opts.Streams)
 		}
 		idx = int(s.next.Add(1)) % len(s.data)
-		cur = s.data[idx]
-	} else {
-		cur = s.ctl
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
-	if cur != nil && cur.Err() == nil {
-		return cur, nil
+	return s.connAt(ctx, t, idx)
+}
+
+// slotLocked is where channel idx lives: the control channel for idx < 0,
+// else data channel idx.
+func (s *shareConn) slotLocked(idx int) **rpc.Conn {
+	if idx < 0 {
+		return &s.ctl
 	}
-	ch := wire.ChannelControl
-	if data {
-		ch = wire.ChannelData
+	if len(s.data) == 0 {
+		s.data = make([]*rpc.Conn, s.c.opts.Streams)
 	}
-	var conn *rpc.Conn
-	var err error
-	if data && s.c.opts.Protection != "" && s.c.opts.Protection != "private" {
-		conn, err = s.dialPlain(ctx, t)
-	} else {
-		conn, err = s.dial(ctx, t, ch)
+	return &s.data[idx]
+}
+
+// connAt returns channel idx (see slotLocked), dialling it if it is not
+// up. Callers that find a dial of it under way wait for that dial.
+func (s *shareConn) connAt(ctx context.Context, t *target, idx int) (*rpc.Conn, error) {
+	for {
+		s.mu.Lock()
+		cur := *s.slotLocked(idx)
+		if cur != nil && cur.Err() == nil {
+			s.mu.Unlock()
+			return cur, nil
+		}
+		if w := s.dialing[idx]; w != nil {
+			s.mu.Unlock()
+			select {
+			case <-w:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if s.dialing == nil {
+			s.dialing = make(map[int]chan struct{})
+		}
+		w := make(chan struct{})
+		s.dialing[idx] = w
+		s.mu.Unlock()
+
+		var conn *rpc.Conn
+		var err error
+		switch {
+		case idx < 0:
+			conn, err = s.dial(ctx, t, wire.ChannelControl)
+		case s.c.opts.Protection != "" && s.c.opts.Protection != "private":
+			conn, err = s.dialPlain(ctx, t)
+		default:
+			conn, err = s.dial(ctx, t, wire.ChannelData)
+		}
+		s.mu.Lock()
+		delete(s.dialing, idx)
+		close(w)
+		if err == nil && s.closed {
+			conn.Close()
+			err = rpc.ErrBroken
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		slotp := s.slotLocked(idx)
+		if *slotp != nil {
+			delete(s.slots, *slotp)
+		}
+		*slotp = conn
+		early := idx < 0 && s.c.opts.EarlyData
+		s.mu.Unlock()
+		if early {
+			go s.warm(t)
+		}
+		return conn, nil
 	}
-	if err != nil {
-		return nil, err
+}
+
+// warm opens the data channels and installs t's token on them, in the
+// background, while the control channel serves the first requests: a
+// reader's first bulk request then finds them up instead of waiting for
+// their handshakes (some round trips each, on a long path).
+func (s *shareConn) warm(t *target) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range s.c.opts.Streams {
+		wg.Go(func() {
+			if conn, err := s.connAt(ctx, t, i); err == nil {
+				_, _ = s.tok(ctx, conn, t)
+			}
+		})
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var slotp **rpc.Conn
-	if data {
-		slotp = &s.data[idx]
-	} else {
-		slotp = &s.ctl
-	}
-	if *slotp != nil && (*slotp).Err() == nil {
-		conn.Close()
-		return *slotp, nil
-	}
-	if *slotp != nil {
-		delete(s.slots, *slotp)
-	}
-	*slotp = conn
-	return conn, nil
+	wg.Wait()
 }
 
 // tok returns the slot of t's token on conn, installing it if needed.

@@ -245,9 +245,9 @@ func remote(e Endpoint) bool { _, l := e.(local); return !l }
 
 func newRun(o Options, src, dst Endpoint) *run {
 	x := &run{o: o, src: src, dst: dst}
-	// Blocks in flight: on a network side, 8 MiB per stream and at least
-	// 16 MiB (a 1 Gbit/s path at 130 ms round trip), two blocks on a disk.
-	inflight := min(max(16<<20, 8<<20*o.Streams), 64<<20)
+	// Blocks in flight: on a network side, client.InFlight (8 MiB per
+	// stream, at least 16 MiB), two blocks on a disk.
+	inflight := client.InFlight(o.Streams)
 	net := min(max(2, (inflight+o.Block-1)/o.Block), 64)
 	x.readers, x.writers = 2, 2
 	if remote(src) {

@@ -139,7 +139,11 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	}
 	if opts.ReadAhead <= 0 {
 		opts.ReadAhead = 16
+		if opts.ReadAheadMax <= 0 {
+			opts.ReadAheadMax = int(max(1, (64<<20)/ch.BlockSize()))
+		}
 	}
+	opts.ReadAheadMax = max(opts.ReadAheadMax, opts.ReadAhead)
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}

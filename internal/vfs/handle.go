@@ -33,13 +33,14 @@ type Handle struct {
 	reader  *client.File // a second, read-only handle when remote cannot read
 	rflags  uint32
 	dirty   bool
-	lastEnd int64 // end of the last read, to detect sequential access
-	ahead   int64 // first block not yet asked for by read-ahead
-	raSem   chan struct{}
-	ra      sync.WaitGroup // read-ahead under way
-	opening chan struct{}  // closed when the share handle opened at Open is ready
-	attr    wire.Attr      // the file's attributes when it was opened
-	own     atomic.Uint64  // the newest version this handle's writes made
+	lastEnd int64               // end of the last read, to detect sequential access
+	ahead   int64               // first block not yet asked for by read-ahead
+	raBusy  int                 // read-ahead fetches under way
+	est     client.PathEstimate // the path to the share, from this handle's fetches
+	ra      sync.WaitGroup      // read-ahead under way
+	opening chan struct{}       // closed when the share handle opened at Open is ready
+	attr    wire.Attr           // the file's attributes when it was opened
+	own     atomic.Uint64       // the newest version this handle's writes made
 	closed  bool
 	err     error // a failed write-back, reported at flush
 }
@@ -98,7 +99,6 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 	v.mu.Unlock()
 	v.cache.Pin(key)
 	return &Handle{v: v, path: p, key: key, flags: flags, attr: a, KeepCache: kept && ok && seen == a.Version,
-		raSem: make(chan struct{}, v.opts.ReadAhead),
 		// Data an earlier close could not send goes with this one.
 		dirty: len(v.cache.Dirty(key)) > 0}, nil
 }
@@ -245,7 +245,11 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	want, _, _ := h.v.cache.Version(h.key)
 	g := h.v.generation()
+	t0, d0 := time.Now(), h.est.Delivered()
 	n, err := f.ReadAt(ctx, p, off)
+	if err == nil {
+		h.est.Sample(time.Since(t0), d0, int64(n))
+	}
 	// Newer than what is cached, and not by this handle's own writes.
 	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
 		return 0, &changedError{a, g}
@@ -268,20 +272,25 @@ func (h *Handle) changed(err error) bool {
 // bytes lie in one cached block), else reads into p. The result must not
 // be changed.
 func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	h.readAhead(off, int64(len(p)))
 	b, ok, err := h.v.cache.Slice(ctx, h.key, off, len(p), h.fetch)
 	if err != nil && !h.changed(err) {
 		return nil, err
 	}
 	if ok && err == nil {
-		h.readAhead(off, int64(len(b)))
 		return b, nil
 	}
-	n, err := h.Read(ctx, p, off)
+	n, err := h.read(ctx, p, off)
 	return p[:n], err
 }
 
 // Read reads at off.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	h.readAhead(off, int64(len(p)))
+	return h.read(ctx, p, off)
+}
+
+func (h *Handle) read(ctx context.Context, p []byte, off int64) (int, error) {
 	n, err := h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
 	if h.changed(err) {
 		n, err = h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
@@ -289,11 +298,14 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	h.readAhead(off, int64(n))
 	return n, err
 }
 
-// readAhead keeps ReadAhead blocks in flight beyond a sequential reader.
+// readAhead keeps blocks in flight beyond a sequential reader about to
+// read n bytes at off: ReadAhead of them, or on a long fat path as many as
+// its measured bandwidth-delay product asks for, up to ReadAheadMax. It
+// runs before the read itself, so that a cold read and the blocks after it
+// are fetched at the same time.
 func (h *Handle) readAhead(off, n int64) {
 	bs := h.v.cache.BlockSize()
 	h.mu.Lock()
@@ -301,31 +313,39 @@ func (h *Handle) readAhead(off, n int64) {
 		h.mu.Unlock()
 		return
 	}
-	seq := off == h.lastEnd || off == 0
-	h.lastEnd = off + n
+	// The kernel has several reads of a sequential reader under way at
+	// once, and they finish in any order: a read that starts within two
+	// blocks of the furthest end so far is still sequential (resetting
+	// here would start read-ahead over behind blocks already in flight).
+	near := off >= h.lastEnd-2*bs && off <= h.lastEnd+2*bs
+	seq := off == 0 || near
+	if !near || off+n > h.lastEnd {
+		h.lastEnd = off + n
+	}
 	if !seq || n == 0 {
 		h.ahead = 0
 		h.mu.Unlock()
 		return
 	}
+	depth := h.est.Depth(bs, h.v.opts.ReadAhead, h.v.opts.ReadAheadMax)
 	next := max(h.ahead, (off+n)/bs+1)
-	limit := (off+n)/bs + int64(h.v.opts.ReadAhead)
+	limit := (off+n)/bs + int64(depth)
 	var todo []int64
-	for idx := next; idx <= limit; idx++ {
-		select {
-		case h.raSem <- struct{}{}:
-			todo = append(todo, idx)
-			h.ahead = idx + 1
-		default:
-			idx = limit
-		}
+	for idx := next; idx <= limit && h.raBusy < depth; idx++ {
+		todo = append(todo, idx)
+		h.ahead = idx + 1
+		h.raBusy++
 	}
 	h.ra.Add(len(todo))
 	h.mu.Unlock()
 	for _, idx := range todo {
 		go func() {
 			defer h.ra.Done()
-			defer func() { <-h.raSem }()
+			defer func() {
+				h.mu.Lock()
+				h.raBusy--
+				h.mu.Unlock()
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			_ = h.v.cache.Prefetch(ctx, h.key, idx, h.fetch)
@@ -407,34 +427,12 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 		return fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
 	_, size, _ := v.cache.Version(key)
-	buf := make([]byte, 0, 4<<20)
-	for _, r := range ranges {
-		for off := r.Off; off < r.End(); {
-			n := min(int64(cap(buf)), r.End()-off)
-			b := buf[:n]
-			got, err := v.cache.ReadAt(ctx, key, b, off, h.fetch)
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("reading %s from the cache: %w", p, err)
-			}
-			if _, err := f.WriteAt(ctx, b[:got], off); err != nil {
-				return fmt.Errorf("writing %s back to its share: %w", p, err)
-			}
-			v.sent(key, f)
-			off += n
-		}
-	}
-	a, err := f.Stat(ctx)
+	// Each block the share wrote moves the cache's version along with
+	// the share's, so that after a crash the data is known as this
+	// agent's (see sent).
+	a, err := v.sendRanges(ctx, key, p, f, ranges, size, h.fetch, func() { v.sent(key, f) })
 	if err != nil {
-		return fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	if a.Size < size {
-		// A file extended by a truncate that only the cache saw.
-		if err := f.Truncate(ctx, size); err != nil {
-			return err
-		}
-		if a, err = f.Stat(ctx); err != nil {
-			return err
-		}
+		return err
 	}
 	fault.Crash("vfs.writeback.before-markclean")
 	v.cache.MarkClean(key, ranges, a.Version, a.Size)
@@ -443,6 +441,57 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	v.opened[key] = a.Version
 	v.mu.Unlock()
 	return nil
+}
+
+// sendRanges sends the ranges of the cached file key (global path p) to
+// the share's file f, with a bandwidth-delay product of blocks in flight,
+// each checked by the share against its CRC32C (client.File.WriteExtents),
+// and extends the file to size when only the cache saw it grow; written
+// (if set) is called after each block the share wrote. It stops
+// at the first failure; it marks nothing clean, so on any error the data
+// stays dirty in the cache. It returns the file's attributes at the share
+// afterwards: those the last write's reply carried, asked for only when
+// the replies did not carry them.
+func (v *FS) sendRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, size int64, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+	exts := make([]client.Extent, len(ranges))
+	for i, r := range ranges {
+		exts[i] = client.Extent{Off: r.Off, Len: r.Len}
+	}
+	var rerr error
+	a, err := f.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
+		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
+		if err != nil && !errors.Is(err, io.EOF) {
+			rerr = fmt.Errorf("reading %s from the cache: %w", p, err)
+			return n, rerr
+		}
+		return n, err
+	}, written)
+	if err != nil {
+		if rerr != nil && errors.Is(err, rerr) {
+			return wire.Attr{}, rerr
+		}
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	if a.Ino == 0 || a.Version == 0 {
+		// No reply carried attributes: ask.
+		if a, err = f.Stat(ctx); err != nil {
+			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+		}
+	}
+	if a.Size < size {
+		// A file extended by a truncate that only the cache saw.
+		if err := f.Truncate(ctx, size); err != nil {
+			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+		}
+		// The truncate's reply carries the attributes (File.Attr keeps
+		// the newest version it saw).
+		if a = f.Attr(); a.Size != size {
+			if a, err = f.Stat(ctx); err != nil {
+				return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+			}
+		}
+	}
+	return a, nil
 }
 
 // Getattr returns the open file's attributes: local size while it holds

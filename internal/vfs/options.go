@@ -153,9 +153,13 @@ type Options struct {
 	Write       WriteMode
 	// ReadAhead is how many blocks to keep in flight ahead of a sequential
 	// reader (default 16: 16 MiB, the bandwidth-delay product of 1 Gbit/s
-	// at 128 ms).
-	ReadAhead int
-	Log       *slog.Logger
+	// at 128 ms). On a path whose measured bandwidth-delay product asks
+	// for more, read-ahead keeps up to ReadAheadMax blocks in flight
+	// (default: 64 MiB of blocks when ReadAhead is left at its default,
+	// else ReadAhead: a depth that was asked for is kept).
+	ReadAhead    int
+	ReadAheadMax int
+	Log          *slog.Logger
 }
 
 // policy returns the consistency for a global path: the longest matching
