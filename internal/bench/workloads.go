@@ -212,8 +212,9 @@ func opsNote(m map[string]uint64) string {
 	return strings.Join(parts, " ")
 }
 
-// makeModes are the consistency modes the make scenario compares.
-var makeModes = []string{"strict", "window=3s", "poll=30s", "callback"}
+// makeModes are the consistency modes the make scenario compares; a
+// "+back" suffix adds write mode back (write delegations).
+var makeModes = []string{"strict", "window=3s", "poll=30s", "callback", "callback+back"}
 
 func runMake(ctx context.Context, o Options) ([]Row, error) {
 	tree := srcTree{dirs: 4, sources: 25, headers: 20, includes: 5}
@@ -247,15 +248,20 @@ func runMake(ctx context.Context, o Options) ([]Row, error) {
 	ref := time.Since(t0).Seconds() * 1000
 	var rows []Row
 	for i, mode := range makeModes {
-		c, err := vfs.ParseConsistency(mode)
+		cons, back := strings.CutSuffix(mode, "+back")
+		c, err := vfs.ParseConsistency(cons)
 		if err != nil {
 			return nil, err
+		}
+		wm := vfs.WriteClose
+		if back {
+			wm = vfs.WriteBack
 		}
 		src := filepath.Join(root, fmt.Sprint("tree", i))
 		if err := tree.build(src); err != nil {
 			return nil, err
 		}
-		a, err := e.Mount(vfs.Options{Consistency: c}, 1)
+		a, err := e.Mount(vfs.Options{Consistency: c, Write: wm}, 1)
 		if err != nil {
 			return nil, err
 		}
