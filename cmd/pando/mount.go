@@ -23,6 +23,7 @@ type mountFlags struct {
 	policies                               []string
 	readAhead                              int
 	debug                                  bool
+	metrics                                string
 }
 
 func (f *mountFlags) add(cmd *cobra.Command) {
@@ -30,11 +31,25 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "10GiB", "disk space the cache may use")
 	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
-	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D, callback or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
+	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
+}
+
+// serveMetrics starts the metrics listener asked for with --metrics.
+func (f *mountFlags) serveMetrics(a *agent.Agent, w io.Writer) error {
+	if f.metrics == "" {
+		return nil
+	}
+	addr, err := a.ServeMetrics(f.metrics)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "metrics at http://%s/metrics\n", addr)
+	return nil
 }
 
 func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, error) {
@@ -95,6 +110,10 @@ from one memory + disk cache. Stop with Ctrl-C, SIGTERM or fusermount3 -u.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pando mounted at %s (consistency %s, write %s, cache %s)\n",
 				args[0], cfg.VFS.Consistency, cfg.VFS.Write, cfg.Cache.Dir)
+			if err := f.serveMetrics(a, cmd.OutOrStdout()); err != nil {
+				a.Close()
+				return err
+			}
 			unmounted := make(chan struct{})
 			go func() { a.Wait(); close(unmounted) }()
 			select {
@@ -122,22 +141,29 @@ func agentGet(dir, path string, v any) error {
 		b, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
 	}
+	if w, ok := v.(io.Writer); ok {
+		_, err := io.Copy(w, resp.Body)
+		return err
+	}
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 func newStatsCmd(g *cli.Globals) *cobra.Command {
 	var dir string
-	var asJSON bool
+	var asJSON, asMetrics bool
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Show a running agent's RPC counts by kind, cache hits and misses, bytes fetched",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			if asMetrics {
+				return agentGet(dir, "/metrics", w)
+			}
 			var st agent.Stats
 			if err := agentGet(dir, "/stats", &st); err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
 			if asJSON {
 				return json.NewEncoder(w).Encode(st)
 			}
@@ -181,6 +207,7 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "cache-dir", agent.DefaultCacheDir(), "the agent's cache directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asMetrics, "metrics", false, "print the agent's metrics in the Prometheus text format")
 	return cmd
 }
 

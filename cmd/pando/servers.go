@@ -202,6 +202,9 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				}
 				defer a.Close()
 				fmt.Fprintf(out, "namespace mounted at %s (consistency %s, write %s)\n", mountDir, acfg.VFS.Consistency, acfg.VFS.Write)
+				if err := mf.serveMetrics(a, out); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(out, "\npando is up: domain %s, controller %s\n", c.Domain(), c.Addr())
 			fmt.Fprintf(out, "administrator credentials: %s%s\n\n", cfgPath, note)

@@ -18,6 +18,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
@@ -39,15 +42,16 @@ type Config struct {
 
 // Agent is a running agent.
 type Agent struct {
-	cfg       Config
-	cl        *client.Client
-	cache     *cache.Cache
-	v         *vfs.FS
-	m         *mount.Mount
-	ctl       *http.Server
-	ctlLn     net.Listener
-	start     time.Time
-	closeOnce sync.Once
+	cfg        Config
+	cl         *client.Client
+	cache      *cache.Cache
+	v          *vfs.FS
+	m          *mount.Mount
+	ctl        *http.Server
+	ctlLn      net.Listener
+	metricsSrv *http.Server
+	start      time.Time
+	closeOnce  sync.Once
 	// replayDone is closed when the retry of unsent data has stopped.
 	replayDone chan struct{}
 }
@@ -130,6 +134,9 @@ func (a *Agent) Close() error {
 		}
 		a.v.Close()
 		<-a.replayDone
+		if a.metricsSrv != nil {
+			a.metricsSrv.Close()
+		}
 		if a.ctl != nil {
 			a.ctl.Close()
 			os.Remove(filepath.Join(a.cfg.Cache.Dir, SocketName))
@@ -200,6 +207,7 @@ func (a *Agent) serveControl() error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.Stats()) })
 	mux.HandleFunc("GET /cache", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.cache.List()) })
+	mux.Handle("GET /metrics", a.metricsHandler())
 	mux.HandleFunc("POST /cache/drop", func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Query().Get("path")
 		n, err := a.drop(r.Context(), p)
@@ -213,6 +221,28 @@ func (a *Agent) serveControl() error {
 	a.ctlLn = ln
 	go a.ctl.Serve(ln)
 	return nil
+}
+
+// metricsHandler serves the agent's figures in the Prometheus format.
+func (a *Agent) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{a})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// ServeMetrics serves /metrics on addr (for a Prometheus server to scrape)
+// until the agent closes.
+func (a *Agent) ServeMetrics(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.metricsSrv = srv
+	go srv.Serve(ln)
+	return ln.Addr(), nil
 }
 
 // drop forgets the cached data of every file at or below p that has no

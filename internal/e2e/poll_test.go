@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,5 +86,31 @@ func TestPollMode(t *testing.T) {
 	st := b.stats(t)
 	if s, _ := st["staleness"].(map[string]any)["alpha"].(string); s == "" {
 		t.Errorf("stats do not show how stale the poll-mode cache may be: %v", st["staleness"])
+	}
+	// The same as metrics, for a monitoring system.
+	m := runPando(t, "", d.admin, "stats", "--metrics", "--cache-dir", b.cacheDir).ok().stdout
+	for _, want := range []string{`pando_share_confirmed_age_seconds{share="alpha"} `, "pando_stale_bound_seconds 0.5\n",
+		`pando_rpcs_total{op="getinv"} `, `pando_agent_info{consistency="poll=500ms",`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
+		}
+	}
+	// And over TCP for a Prometheus server to scrape (--metrics ADDR).
+	c := mountAgent(t, d.admin, "--consistency", "poll=500ms", "--metrics", "127.0.0.1:0")
+	var addr string
+	eventually(t, 10*time.Second, "the metrics address is printed", func() bool {
+		if m := regexp.MustCompile(`metrics at (http://\S+/metrics)`).FindStringSubmatch(c.output()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	resp, err := http.Get(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "pando_cache_hits_total ") {
+		t.Errorf("metrics over TCP: %s", body)
 	}
 }

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"pando.dev/pando/internal/vfs"
+)
+
+// collector exposes the agent's figures in the Prometheus format: RPCs by
+// kind, cache hits and misses, and how stale each share's answers may be.
+// It reads them at scrape time, so it keeps no state of its own.
+type collector struct{ a *Agent }
+
+var (
+	descInfo      = prometheus.NewDesc("pando_agent_info", "The mount's consistency and write modes.", []string{"mount", "consistency", "write"}, nil)
+	descRPCs      = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
+	descHits      = prometheus.NewDesc("pando_cache_hits_total", "Reads served from the cache.", nil, nil)
+	descMisses    = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
+	descFetched   = prometheus.NewDesc("pando_cache_fetched_bytes_total", "Bytes fetched from shares into the cache.", nil, nil)
+	descDisk      = prometheus.NewDesc("pando_cache_disk_bytes", "Bytes the cache holds on disk.", nil, nil)
+	descMemory    = prometheus.NewDesc("pando_cache_memory_bytes", "Bytes the cache holds in memory.", nil, nil)
+	descConfirmed = prometheus.NewDesc("pando_share_confirmed_age_seconds",
+		"Per share under poll or callback: how long ago the share last confirmed this agent's cache (its last successful poll or long poll).", []string{"share"}, nil)
+	descBound = prometheus.NewDesc("pando_stale_bound_seconds",
+		"How old an answer of this mount may be under its default consistency mode: D for window and poll (plus one poll), 0 for strict and callback, +Inf for immutable.", nil, nil)
+	descUnsent    = prometheus.NewDesc("pando_unsent_files", "Files whose data has not reached their share yet.", nil, nil)
+	descConflicts = prometheus.NewDesc("pando_conflicts", "Conflicts met since the agent started (local versions kept beside the files).", nil, nil)
+	descDelegs    = prometheus.NewDesc("pando_write_delegations", "Write delegations held now.", nil, nil)
+	descGranted   = prometheus.NewDesc("pando_write_delegations_granted_total", "Write delegations granted.", nil, nil)
+	descRecalls   = prometheus.NewDesc("pando_write_delegation_recalls_total", "Write delegations the shares recalled.", nil, nil)
+	descLost      = prometheus.NewDesc("pando_write_delegations_lost_total", "Write delegations lost while data was kept back.", nil, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	o := a.v.Options()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descInfo, 1, a.cfg.MountPoint, o.Consistency.String(), o.Write.String())
+	for op, n := range a.cl.Counts() {
+		counter(descRPCs, float64(n), op)
+	}
+	cs := a.cache.Stats()
+	counter(descHits, float64(cs.Hits))
+	counter(descMisses, float64(cs.Misses))
+	counter(descFetched, float64(cs.BytesFetched))
+	gauge(descDisk, float64(cs.DiskBytes))
+	gauge(descMemory, float64(cs.MemoryBytes))
+	for share, d := range a.v.Staleness() {
+		if d >= 0 {
+			gauge(descConfirmed, d.Seconds(), share)
+		}
+	}
+	bound := staleBound(o.Consistency).Seconds()
+	if o.Consistency.Mode == vfs.Immutable {
+		bound = math.Inf(1)
+	}
+	gauge(descBound, bound)
+	gauge(descUnsent, float64(a.v.Unsent()))
+	gauge(descConflicts, float64(len(a.v.Conflicts())))
+	if o.Write == vfs.WriteBack {
+		d := a.v.Delegations()
+		gauge(descDelegs, float64(d.Held))
+		counter(descGranted, float64(d.Granted))
+		counter(descRecalls, float64(d.Recalls))
+		counter(descLost, float64(d.Lost))
+	}
+}
+
+// staleBound is how old an answer may be under c (immutable: see Collect).
+// Under poll, while polls fail, the window rule with the same period
+// applies (docs/consistency.md), so D stays the bound.
+func staleBound(c vfs.Consistency) time.Duration {
+	switch c.Mode {
+	case vfs.Window, vfs.Poll:
+		return c.Period
+	}
+	return 0
+}
