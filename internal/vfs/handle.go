@@ -497,21 +497,30 @@ func (v *FS) sendRanges(ctx context.Context, key, p string, f *client.File, rang
 // Getattr returns the open file's attributes: local size while it holds
 // unsent data, otherwise the share's (also after the file was unlinked).
 func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
-	h.waitOpen(ctx)
 	h.mu.Lock()
-	remote, dirty := h.remote, h.dirty
+	dirty := h.dirty
 	h.mu.Unlock()
 	var a wire.Attr
 	var err error
 	g := h.v.generation()
-	if remote != nil {
-		a, err = remote.Stat(ctx)
-	} else {
-		// No share handle (it could not be opened): the path may now name
-		// another file, so only trust it if it is still the same inode.
-		a, err = h.v.GetAttr(ctx, h.path)
-		if err != nil || a.Ino != h.attr.Ino {
-			a, err = h.attr, nil
+	// The path's attributes, as its mode allows them cached, while the
+	// path still names this file; the share handle's otherwise (strict,
+	// or the file was unlinked or renamed over).
+	cached := false
+	if h.v.opts.policy(h.path).Mode != Strict {
+		if ca, cerr := h.v.GetAttr(ctx, h.path); cerr == nil && ca.Ino == h.attr.Ino {
+			a, cached = ca, true
+		}
+	}
+	if !cached {
+		h.waitOpen(ctx)
+		h.mu.Lock()
+		remote := h.remote
+		h.mu.Unlock()
+		if remote != nil {
+			a, err = remote.Stat(ctx)
+		} else {
+			a = h.attr // no share handle (it could not be opened), and the path names another file
 		}
 	}
 	if err != nil {
