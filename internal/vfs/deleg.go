@@ -112,6 +112,9 @@ func (v *FS) keepBack(h *Handle) bool {
 	}
 	v.sendLater(d)
 	d.mu.Unlock()
+	// Under the delegation this agent's view of the file is the truth:
+	// keep it, so that the next stat asks nobody.
+	v.setAttr(h.path, v.localAttr(h.path, h.attr))
 	return true
 }
 

@@ -402,7 +402,12 @@ func (h *Handle) Flush(ctx context.Context) error {
 	}
 	h.waitOpen(ctx)
 	if h.v.keepBack(h) {
-		return nil // kept back under a write delegation
+		// Kept back under a write delegation, durable in the cache: from
+		// here the delegation sends it (recall, timer, unmount).
+		h.mu.Lock()
+		h.dirty = false
+		h.mu.Unlock()
+		return nil
 	}
 	if err := h.v.writeBack(ctx, h.key, h.path, h); err != nil {
 		return err
