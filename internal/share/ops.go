@@ -526,21 +526,32 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
 }
 
+// sessionID checks the token of a request that names an agent session
+// (what: the request, for the error) and returns the session's id.
+// Sessions are per principal: one cannot drain another's buffer or
+// return another's delegation.
+func (s *Server) sessionID(req *rpc.Request, tok uint32, session, what string) (string, error) {
+	t, err := s.token(req, tok)
+	if err != nil {
+		return "", err
+	}
+	if session == "" || len(session) > 64 {
+		return "", wire.Errorf(wire.CodeInvalid, "%s needs a session name of 1 to 64 bytes", what)
+	}
+	return t.Principal + "/" + session, nil
+}
+
 // getInv answers an invalidation poll.
 func (s *Server) getInv(req *rpc.Request) (rpc.Reply, error) {
 	var r wire.GetInvReq
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	t, err := s.token(req, r.Tok)
+	id, err := s.sessionID(req, r.Tok, r.Session, "an invalidation poll")
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	if r.Session == "" || len(r.Session) > 64 {
-		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "an invalidation poll needs a session name of 1 to 64 bytes")
-	}
-	// Sessions are per principal: one cannot drain another's buffer.
-	paths, recalls, stamp, force, again := s.inv.longPoll(t.Principal+"/"+r.Session, r.Since, int(min(r.Max, 65536)),
+	paths, recalls, stamp, force, again := s.inv.longPoll(id, r.Since, int(min(r.Max, 65536)),
 		time.Duration(r.Wait), time.Duration(r.Lease))
 	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Recalls: recalls, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
 }
@@ -551,14 +562,14 @@ func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	t, err := s.token(req, r.Tok)
+	id, err := s.sessionID(req, r.Tok, r.Session, "a delegation return")
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	if r.Session == "" || len(r.Session) > 64 || len(r.Pending) > 1<<16 {
-		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return needs a session name of 1 to 64 bytes and at most 65536 pending ranges")
+	if len(r.Pending) > 1<<16 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return may name at most 65536 pending ranges")
 	}
-	s.inv.returnDeleg(t.Principal+"/"+r.Session, r.Path, r.Pending, r.Done)
+	s.inv.returnDeleg(id, r.Path, r.Pending, r.Done)
 	if !r.Done {
 		fault.Crash("share.deleg.partial-return")
 	}
