@@ -50,6 +50,7 @@ func Scenarios() []Scenario {
 		{"wan", "cold read and write through the WAN emulator at several RTTs, beside the raw link", runWAN},
 		{"make", "compile-like metadata workload per consistency mode, with RPC counts by kind", runMake},
 		{"repo-update", "a tree read-shared by six agents, 540 files updated at the share: the RPCs of looking again, per consistency mode (GVFS)", runRepoUpdate},
+		{"recall", "a write delegation on a large file kept back by one agent, recalled by another's read near its end: time to that block beside the whole file", runRecall},
 		{"lock", "six agents compete for one lock file by hard-linking, per consistency mode: fairness, time to acquire, RPCs (GVFS)", runLock},
 		{"transfer", "pando cp memory-to-memory and disk-to-disk, 1 and 4 streams, by RTT, beside the raw link, Go's TLS and globus-url-copy; 10,000 small files", runTransfer},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
