@@ -33,7 +33,10 @@ type wdeleg struct {
 	sent      time.Time // when the recall was last sent
 	returned  bool      // first step done: final size at the share
 	pending   []wire.ByteRange
-	reclaim   bool // listed from before a restart; not reclaimed yet
+	asked     []wire.ByteRange // pending ranges reads wait for, already asked of the holder
+	quiet     bool             // changes by the holder during the return, not yet recorded
+	wantQ     []wire.ByteRange // ... and not sent to it yet
+	reclaim   bool             // listed from before a restart; not reclaimed yet
 }
 
 // Limits of write delegations.
@@ -187,6 +190,13 @@ func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool)
 				t.mu.Unlock()
 				return
 			}
+			if d.returned && !mutate && want.Len > 0 && !overlapsAny(want, d.asked) && len(d.asked) < 1024 {
+				// A read waits for bytes still to come: have the holder
+				// send them next, not in their turn.
+				d.asked = append(d.asked, want)
+				d.wantQ = append(d.wantQ, want)
+				t.signal()
+			}
 			s := t.sessions[d.holder]
 			var exp time.Time
 			if s != nil && s.callback && !s.broken {
@@ -198,10 +208,14 @@ func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool)
 				if s != nil {
 					s.broken = true
 				}
+				quiet := d.quiet
 				delete(t.wdelegs, path)
 				t.delegsChanged()
 				t.signal()
 				t.mu.Unlock()
+				if quiet {
+					t.record(d.holder, path) // what it wrote of its return
+				}
 				return
 			}
 			if !d.recalling {
@@ -223,6 +237,13 @@ func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool)
 func (t *invTable) recallsFor(id string, now time.Time) []wire.Recall {
 	var out []wire.Recall
 	for p, d := range t.wdelegs {
+		if d.holder == id && d.returned {
+			for _, w := range d.wantQ {
+				out = append(out, wire.Recall{Path: p, Off: w.Off, Len: w.Len})
+			}
+			d.wantQ = nil
+			continue
+		}
 		if d.holder != id || !d.recalling || d.returned {
 			continue
 		}
@@ -238,6 +259,9 @@ func (t *invTable) recallsFor(id string, now time.Time) []wire.Recall {
 // recallsDue reports whether session id has recalls to be sent (t.mu held).
 func (t *invTable) recallsDue(id string, now time.Time) (due bool, next time.Time) {
 	for _, d := range t.wdelegs {
+		if d.holder == id && len(d.wantQ) > 0 {
+			return true, now
+		}
 		if d.holder != id || !d.recalling || d.returned {
 			continue
 		}
@@ -252,15 +276,17 @@ func (t *invTable) recallsDue(id string, now time.Time) (due bool, next time.Tim
 	return false, next
 }
 
-// returnDeleg applies a DelegReturn of session id.
-func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done bool) {
+// returnDeleg applies a DelegReturn of session id; it reports whether
+// changes the holder made during the return are still to be recorded.
+func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done bool) (record bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.wdelegs[path]
 	if d == nil || d.holder != id {
-		return
+		return false
 	}
 	if done {
+		record = d.quiet
 		delete(t.wdelegs, path)
 		t.delegsChanged()
 	} else {
@@ -268,6 +294,20 @@ func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done b
 		d.pending = append([]wire.ByteRange(nil), pending...)
 	}
 	t.signal()
+	return record
+}
+
+// returningBy reports whether session id holds the delegation on path and
+// has made its first return step; its change is then noted for the end.
+func (t *invTable) returningBy(id, path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.wdelegs[path]
+	if d == nil || d.holder != id || !d.returned {
+		return false
+	}
+	d.quiet = true
+	return true
 }
 
 // wroteDeleg notes that the holder of a returning delegation wrote

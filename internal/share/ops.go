@@ -322,7 +322,7 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
 	s.inv.wroteDeleg(invSessionOf(req), h.rel, r.Offset, int64(n))
-	s.changed(req, h.rel)
+	s.changedData(req, h.rel)
 	a, err := fileAttr(h.f)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
@@ -398,7 +398,7 @@ func (s *Server) truncate(req *rpc.Request) (rpc.Reply, error) {
 	if err := f.Truncate(r.Size); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
-	s.changed(req, rel)
+	s.changedData(req, rel)
 	a, err := fileAttr(f)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
@@ -569,7 +569,11 @@ func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
 	if len(r.Pending) > 1<<16 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return may name at most 65536 pending ranges")
 	}
-	s.inv.returnDeleg(id, r.Path, r.Pending, r.Done)
+	if s.inv.returnDeleg(id, r.Path, r.Pending, r.Done) {
+		// The writes of the return were not recalled one by one from
+		// the readers that went ahead meanwhile: once, now.
+		s.changed(req, r.Path)
+	}
 	if !r.Done {
 		fault.Crash("share.deleg.partial-return")
 	}

@@ -373,6 +373,17 @@ func (s *Server) changed(req *rpc.Request, paths ...string) {
 	s.inv.waitAcked(stamp, recalled)
 }
 
+// changedData is changed for writes and truncates: those of the holder of
+// a write delegation being returned are recorded once, when the return is
+// done (readers that went ahead read only bytes already final, and would
+// otherwise drop what they cached at every write of the return).
+func (s *Server) changedData(req *rpc.Request, rel string) {
+	if s.inv.delegCount.Load() > 0 && s.inv.returningBy(invSessionOf(req), rel) {
+		return
+	}
+	s.changed(req, rel)
+}
+
 // invSessionOf names the invalidation session of the request's agent
 // ("" for clients without one).
 func invSessionOf(req *rpc.Request) string {

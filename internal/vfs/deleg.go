@@ -34,9 +34,10 @@ const backDelay = 5 * time.Second
 type wdeleg struct {
 	g, share, rel, key string
 
-	mu        sync.Mutex // serialises write-backs of the file
-	returning bool       // recalled or given up: closes write back again
-	mtime     int64      // when data was last kept back (ns)
+	mu        sync.Mutex          // serialises write-backs of the file
+	returning bool                // recalled or given up: closes write back again
+	prio      chan wire.ByteRange // during a recall: ranges readers wait for
+	mtime     int64               // when data was last kept back (ns)
 	timer     *time.Timer
 }
 
@@ -186,6 +187,10 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 	return err
 }
 
+// prioCh is the channel of ranges wanted first (nil outside a recall:
+// receiving from it never succeeds).
+func (d *wdeleg) prioCh() chan wire.ByteRange { return d.prio }
+
 // sendLater arms d's write-back timer (d.mu held).
 func (v *FS) sendLater(d *wdeleg) {
 	d.timer = time.AfterFunc(backDelay, func() { v.sendBack(d, false) })
@@ -214,24 +219,65 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	}
 	defer f.Close(context.Background())
 	fetch := func(ctx context.Context, p []byte, off int64) (int, error) { return f.ReadAt(ctx, p, off) }
+	buf := make([]byte, 4<<20)
+	sendChunk := func(c cache.Range) error {
+		got, err := v.cache.ReadAt(ctx, d.key, buf[:c.Len], c.Off, fetch)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading %s from the cache: %w", d.g, err)
+		}
+		if _, err := f.WriteAt(ctx, buf[:got], c.Off); err != nil {
+			return fmt.Errorf("writing %s back to its share: %w", d.g, err)
+		}
+		// The share's version is now one this agent made: a crash from
+		// here on must not take it for someone else's change.
+		_, size, _ := v.cache.Version(d.key)
+		v.cache.MarkClean(d.key, []cache.Range{c}, f.Attr().Version, size)
+		fault.Crash("vfs.deleg.sent-block")
+		return nil
+	}
+	// send writes rs in pieces of the buffer's size, in order, except that
+	// pieces a waiting reader wants (asked on prio) go first.
 	send := func(rs []cache.Range) error {
-		buf := make([]byte, 4<<20)
+		var chunks []cache.Range
 		for _, r := range rs {
-			for off := r.Off; off < r.End(); {
-				n := min(int64(len(buf)), r.End()-off)
-				got, err := v.cache.ReadAt(ctx, d.key, buf[:n], off, fetch)
-				if err != nil && !errors.Is(err, io.EOF) {
-					return fmt.Errorf("reading %s from the cache: %w", d.g, err)
+			for off := r.Off; off < r.End(); off += int64(len(buf)) {
+				chunks = append(chunks, cache.Range{Off: off, Len: min(int64(len(buf)), r.End()-off)})
+			}
+		}
+		done := make([]bool, len(chunks))
+		var wants []wire.ByteRange
+		next := 0
+		for range chunks {
+			for more := true; more; {
+				select {
+				case w := <-d.prioCh():
+					wants = append(wants, w)
+				default:
+					more = false
 				}
-				if _, err := f.WriteAt(ctx, buf[:got], off); err != nil {
-					return fmt.Errorf("writing %s back to its share: %w", d.g, err)
+			}
+			i := -1
+			for len(wants) > 0 && i < 0 {
+				w := wants[0]
+				for j, c := range chunks {
+					if !done[j] && c.Off < w.Off+w.Len && w.Off < c.End() {
+						i = j
+						break
+					}
 				}
-				// The share's version is now one this agent made: a crash
-				// from here on must not take it for someone else's change.
-				_, size, _ := v.cache.Version(d.key)
-				v.cache.MarkClean(d.key, []cache.Range{{Off: off, Len: n}}, f.Attr().Version, size)
-				off += n
-				fault.Crash("vfs.deleg.sent-block")
+				if i < 0 {
+					wants = wants[1:] // all of it is sent
+				}
+			}
+			if i < 0 {
+				for done[next] {
+					next++
+				}
+				i = next
+			}
+			done[i] = true
+			if err := sendChunk(chunks[i]); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -328,6 +374,17 @@ func (v *FS) recall(pl *poller, r wire.Recall) {
 		_ = v.c.DelegReturn(ctx, g, nil, true)
 		return
 	}
+	v.mu.Lock()
+	prio := d.prio
+	v.mu.Unlock()
+	if prio != nil {
+		// Being returned: a reader waits for these bytes; send them next.
+		select {
+		case prio <- wire.ByteRange{Off: r.Off, Len: r.Len}:
+		default:
+		}
+		return
+	}
 	d.mu.Lock()
 	v.mu.Lock()
 	held := v.wdelegs[d.g] == d
@@ -343,6 +400,14 @@ func (v *FS) recall(pl *poller, r wire.Recall) {
 		d.timer.Stop()
 		d.timer = nil
 	}
+	v.mu.Lock()
+	d.prio = make(chan wire.ByteRange, 64)
+	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		d.prio = nil
+		v.mu.Unlock()
+	}()
 	ranges := orderWanted(v.cache.Dirty(d.key), r)
 	v.log.Debug("write delegation recalled", "path", d.g, "want", r, "ranges", ranges)
 	err := v.writeRanges(ctx, d, ranges, func(rest []cache.Range) error {

@@ -257,6 +257,16 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// fetchAny reads remote bytes for the cache whatever version they are of.
+func (h *Handle) fetchAny(ctx context.Context, p []byte, off int64) (int, error) {
+	h.waitOpen(ctx)
+	f, err := h.remoteFile(ctx, false)
+	if err != nil {
+		return 0, err
+	}
+	return f.ReadAt(ctx, p, off)
+}
+
 // changed reports whether err says the file changed under a read; if so,
 // the cache now follows the new version, and the read can be retried.
 func (h *Handle) changed(err error) bool {
@@ -293,7 +303,9 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 func (h *Handle) read(ctx context.Context, p []byte, off int64) (int, error) {
 	n, err := h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
 	if h.changed(err) {
-		n, err = h.v.cache.ReadAt(ctx, h.key, p, off, h.fetch)
+		// Once more with the new version; a file that keeps changing
+		// (written meanwhile) is read as it is, not failed.
+		n, err = h.v.cache.ReadAt(ctx, h.key, p, off, h.fetchAny)
 	}
 	if errors.Is(err, io.EOF) {
 		err = nil
@@ -370,7 +382,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		err = h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch)
 		if h.changed(err) {
-			err = h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch)
+			err = h.v.cache.WriteAt(ctx, h.key, p, off, h.fetchAny)
 		}
 		if err != nil {
 			return n, err
