@@ -342,7 +342,9 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 		return // something was invalidated since a was fetched: it may be old
 	}
 	ver, _, ok := v.cache.Version(key)
-	if !ok || ver == a.Version || len(v.cache.Dirty(key)) > 0 {
+	// Only ever forward: attributes cached before this agent's own
+	// write-back moved the data's version on are older, not newer.
+	if !ok || a.Version <= ver || len(v.cache.Dirty(key)) > 0 {
 		return
 	}
 	v.cache.Validate(key, a.Version, a.Size, "")
