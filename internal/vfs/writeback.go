@@ -92,4 +92,3 @@ func (v *FS) sendRanges(ctx context.Context, key, p string, f *client.File, rang
 	}
 	return a, nil
 }
-
