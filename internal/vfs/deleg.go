@@ -213,6 +213,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	if len(ranges) == 0 && first == nil {
 		return nil
 	}
+	drops := v.dropCount()
 	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite)
 	if err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
@@ -340,7 +341,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	}
 	if first == nil {
 		// Still held: what the share has now is what this agent knows.
-		v.setAttr(d.g, a)
+		v.setOwn(d.g, a, drops)
 		v.mu.Lock()
 		v.opened[d.key] = a.Version
 		v.mu.Unlock()

@@ -34,6 +34,12 @@ type FS struct {
 	// be cached after it (a lookup racing a rename would resurrect the
 	// old name).
 	gen uint64
+	// drops counts what shares told this agent to drop (recalls, polled
+	// invalidations); its own forgets do not count. The reply to a change
+	// of this agent's is cached only if nothing was dropped while the
+	// change was in flight: the drop may announce another agent's later
+	// change that the reply predates.
+	drops uint64
 
 	rp replayState // unsent data from before: replay, conflicts
 
@@ -210,17 +216,26 @@ func (v *FS) forgetTree(p string) {
 }
 
 func (v *FS) setAttr(p string, a wire.Attr) {
-	v.mu.Lock()
-	v.attrs[p] = attrEntry{a: a, at: time.Now()}
-	v.mu.Unlock()
-	v.persistAttr(p, a)
+	v.setIf(p, a, func() bool { return true })
 }
 
 // setFetched caches attributes fetched when the generation was g, unless
 // something was invalidated since.
 func (v *FS) setFetched(p string, a wire.Attr, g uint64) {
+	v.setIf(p, a, func() bool { return v.gen == g })
+}
+
+// setOwn caches attributes that a change of this agent's got in reply,
+// unless a share told the agent to drop something since the change was
+// sent (d, from dropCount).
+func (v *FS) setOwn(p string, a wire.Attr, d uint64) {
+	v.setIf(p, a, func() bool { return v.drops == d })
+}
+
+// setIf caches a as p's attributes if ok (called under v.mu) holds.
+func (v *FS) setIf(p string, a wire.Attr, ok func() bool) {
 	v.mu.Lock()
-	if v.gen != g {
+	if !ok() {
 		v.mu.Unlock()
 		return
 	}
@@ -233,6 +248,13 @@ func (v *FS) generation() uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.gen
+}
+
+// dropCount is taken before a change is sent; see setOwn.
+func (v *FS) dropCount() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.drops
 }
 
 func (v *FS) persistAttr(p string, a wire.Attr) {
@@ -428,10 +450,11 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 
 // Mkdir creates a directory.
 func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error) {
+	d := v.dropCount()
 	a, err := v.c.Mkdir(ctx, p, mode)
 	v.forget(p)
 	if err == nil {
-		v.setAttr(p, a)
+		v.setOwn(p, a, d)
 	}
 	return a, err
 }
@@ -472,10 +495,11 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 
 // Symlink creates p pointing at target.
 func (v *FS) Symlink(ctx context.Context, target, p string) (wire.Attr, error) {
+	d := v.dropCount()
 	a, err := v.c.Symlink(ctx, target, p)
 	v.forget(p)
 	if err == nil {
-		v.setAttr(p, a)
+		v.setOwn(p, a, d)
 	}
 	return a, err
 }
@@ -486,11 +510,12 @@ func (v *FS) Readlink(ctx context.Context, p string) (string, error) { return v.
 // Link makes newp a hard link to oldp.
 func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
 	v.settle(oldp)
+	d := v.dropCount()
 	a, err := v.c.Link(ctx, oldp, newp)
 	v.forget(newp)
 	v.forget(oldp)
 	if err == nil {
-		v.setAttr(newp, a)
+		v.setOwn(newp, a, d)
 	}
 	return a, err
 }
@@ -498,12 +523,13 @@ func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
 // SetAttr changes mode, times or size of p. A size change is applied to
 // the share at once and to the cached data.
 func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Attr, error) {
+	d := v.dropCount()
 	a, err := v.c.SetAttr(ctx, p, r)
 	v.forget(p)
 	if err != nil {
 		return a, err
 	}
-	v.setAttr(p, a)
+	v.setOwn(p, a, d)
 	if r.Valid&wire.SetSize != 0 {
 		if key, kerr := v.Key(ctx, p, a); kerr == nil {
 			if err := v.cache.Truncate(key, r.Size); err != nil {

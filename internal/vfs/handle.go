@@ -145,13 +145,14 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 	if flags&syscall.O_TRUNC != 0 {
 		wf |= wire.OpenTrunc
 	}
+	d := v.dropCount()
 	f, err := v.c.Create(ctx, p, v.openFlags(p, wf), mode&0o7777)
 	v.forget(p)
 	if err != nil {
 		return nil, wire.Attr{}, err
 	}
 	a := f.Attr()
-	v.setAttr(p, a)
+	v.setOwn(p, a, d)
 	h, err := v.newHandle(ctx, p, a, flags)
 	if err != nil {
 		f.Close(ctx)
@@ -371,6 +372,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		d := h.v.dropCount()
 		n, err := f.WriteAt(ctx, p, off)
 		if err != nil {
 			return n, err
@@ -386,7 +388,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 			return n, err
 		}
 		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, a.Version, a.Size)
-		h.v.setAttr(h.path, a)
+		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}
 	if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {

@@ -208,6 +208,7 @@ func (v *FS) globals(share, rel string) []string {
 func (v *FS) invalidate(g string) {
 	v.mu.Lock()
 	v.gen++
+	v.drops++
 	delete(v.attrs, g)
 	// The listing also gave the entries' attributes: they go with it (a
 	// recall of a directory covers what its listing said).
@@ -239,6 +240,9 @@ func (v *FS) invalidate(g string) {
 
 // forgetShare drops everything cached about a share's paths.
 func (v *FS) forgetShare(share string) {
+	v.mu.Lock()
+	v.drops++
+	v.mu.Unlock()
 	mounts, _ := v.c.MountTable(context.Background())
 	for _, m := range mounts {
 		if m.Share == share {

@@ -26,6 +26,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 		return fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
 	_, size, _ := v.cache.Version(key)
+	d := v.dropCount()
 	// Each block the share wrote moves the cache's version along with
 	// the share's, so that after a crash the data is known as this
 	// agent's (see sent).
@@ -35,7 +36,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	}
 	fault.Crash("vfs.writeback.before-markclean")
 	v.cache.MarkClean(key, ranges, a.Version, a.Size)
-	v.setAttr(p, a)
+	v.setOwn(p, a, d)
 	v.mu.Lock()
 	v.opened[key] = a.Version
 	v.mu.Unlock()
