@@ -136,6 +136,18 @@ type attrEntry struct {
 type dirEntry struct {
 	entries []wire.DirEntry
 	at      time.Time
+	names   map[string]bool // the entries' names, made at the first lookup that needs them
+}
+
+// has reports whether the listing names name.
+func (d *dirEntry) has(name string) bool {
+	if d.names == nil {
+		d.names = make(map[string]bool, len(d.entries))
+		for _, e := range d.entries {
+			d.names[e.Name] = true
+		}
+	}
+	return d.names[name]
 }
 
 // New makes a file system over a client and a cache.
@@ -302,6 +314,9 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 		}
 		return v.localAttr(p, e.a), nil
 	}
+	if v.unlisted(ctx, p, pol) {
+		return wire.Attr{}, syscall.ENOENT
+	}
 	if !ok && pol.Mode == Immutable {
 		// Immutable data is never revalidated: what an earlier run of
 		// the agent learnt is still true.
@@ -331,6 +346,34 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 		}
 	}
 	return v.localAttr(p, a), nil
+}
+
+// unlisted reports whether a fresh listing of p's parent says that p does
+// not exist: a lookup of a name that is not there (make looking for an
+// object it has not built yet, a search path) then costs no round trip.
+// The listing's freshness is judged under p's mode; what the listing says
+// of names that are there went into the attribute cache with it.
+func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
+	if pol.Mode == Strict {
+		return false
+	}
+	dir, name := path.Split(p)
+	dir = path.Clean(dir)
+	v.mu.Lock()
+	d, ok := v.dirs[dir]
+	v.mu.Unlock()
+	if !ok || !v.freshFor(ctx, dir, pol, d.at) {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d, ok = v.dirs[dir]
+	if !ok {
+		return false
+	}
+	has := d.has(name)
+	v.dirs[dir] = d
+	return !has
 }
 
 // KernelTimeout is how long the kernel may keep p's entry and attributes:
