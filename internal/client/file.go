@@ -32,6 +32,9 @@ type File struct {
 	attr  wire.Attr
 	deleg bool // the share granted a write delegation with the open
 
+	first    []byte // the file's first bytes, read with the open (OpenFirst)
+	firstEOF bool   // they reach the end of the file
+
 	// Chunk and Window size bulk transfers (requests of Chunk bytes,
 	// Window of them in flight).
 	Chunk, Window int
@@ -39,28 +42,49 @@ type File struct {
 
 // Open opens an existing file (flags are wire.Open*).
 func (c *Client) Open(ctx context.Context, gpath string, flags uint32) (*File, error) {
-	return c.open(ctx, wire.OpOpen, gpath, flags, 0)
+	return c.open(ctx, wire.OpOpen, gpath, flags, 0, 0)
+}
+
+// OpenFirst opens an existing file for reading and reads up to n bytes
+// from its start in the same round trip (see File.First).
+func (c *Client) OpenFirst(ctx context.Context, gpath string, flags uint32, n int) (*File, error) {
+	return c.open(ctx, wire.OpOpen, gpath, flags, 0, n)
 }
 
 // Create creates (or, without wire.OpenExcl, opens) a file.
 func (c *Client) Create(ctx context.Context, gpath string, flags, mode uint32) (*File, error) {
-	return c.open(ctx, wire.OpCreate, gpath, flags, mode)
+	return c.open(ctx, wire.OpCreate, gpath, flags, mode, 0)
 }
 
-func (c *Client) open(ctx context.Context, op wire.Op, gpath string, flags, mode uint32) (*File, error) {
+func (c *Client) open(ctx context.Context, op wire.Op, gpath string, flags, mode uint32, first int) (*File, error) {
 	loc, err := c.Locate(ctx, gpath)
 	if err != nil {
 		return nil, err
 	}
 	var resp wire.OpenResp
-	_, conn, err := c.call(ctx, loc, op, func(tok uint32) any {
-		return wire.OpenReq{Tok: tok, Path: loc.Rel, Flags: flags, Mode: mode}
+	data, conn, err := c.call(ctx, loc, op, func(tok uint32) any {
+		return wire.OpenReq{Tok: tok, Path: loc.Rel, Flags: flags, Mode: mode, First: uint32(min(max(first, 0), wire.MaxData))}
 	}, nil, &resp, nil, nil, false)
 	if err != nil {
 		return nil, named(err, loc)
 	}
+	if len(data) > first {
+		data = nil // more than was asked for: not to be trusted
+	}
 	return &File{c: c, loc: loc, conn: conn, handle: resp.Handle, flags: flags, attr: resp.Attr, deleg: resp.Deleg,
+		first: data, firstEOF: resp.EOF && data != nil,
 		Chunk: DefaultChunk, Window: DefaultWindow}, nil
+}
+
+// First returns, once, the bytes read from the start of the file with an
+// OpenFirst (nil if the share sent none) and whether they reach its end;
+// the attributes the open returned are the file's as they were read.
+func (f *File) First() (data []byte, eof bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data, eof = f.first, f.firstEOF
+	f.first, f.firstEOF = nil, false
+	return data, eof
 }
 
 // Loc is where the file lives.

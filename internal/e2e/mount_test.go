@@ -178,7 +178,8 @@ func TestMountLifecycle(t *testing.T) {
 		t.Errorf("cache ls:\n%s", ls)
 	}
 	st := runPando(t, "", d.admin, "stats", "--cache-dir", a.cacheDir).ok().stdout
-	for _, want := range []string{"consistency window=3s", "getattr", "read"} {
+	// A file this small comes with its open: one fetch, no read request.
+	for _, want := range []string{"consistency window=3s", "getattr", "open", "1 blocks fetched (7 B)"} {
 		if !strings.Contains(st, want) {
 			t.Errorf("stats lacks %q:\n%s", want, st)
 		}

@@ -232,7 +232,36 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if r.Flags&wire.OpenDeleg != 0 && writing && id != "" && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		deleg = s.grantWrite(req, id, r.Path, r.Flags&wire.OpenReclaim != 0)
 	}
-	return rpc.Reply{Msg: wire.OpenResp{Handle: hid, Attr: a, Deleg: deleg}}, nil
+	resp := wire.OpenResp{Handle: hid, Attr: a, Deleg: deleg}
+	if r.First == 0 || osFlags&os.O_WRONLY != 0 || a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return rpc.Reply{Msg: resp}, nil
+	}
+	// The file's first bytes with the open, read as read reads them.
+	n := min(r.First, wire.MaxData)
+	if s.inv.delegCount.Load() > 0 {
+		s.inv.awaitDeleg(id, r.Path, wire.ByteRange{Len: int64(n)}, false)
+	}
+	buf, release := readBuf(int(n))
+	k, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		release()
+		return rpc.Reply{Msg: resp}, nil // the open stands; the client reads as usual
+	}
+	if a, err := fileAttr(f); err == nil {
+		resp.Attr = a
+	}
+	resp.EOF = err != nil
+	return rpc.Reply{Msg: resp, Data: buf[:k], Release: release}, nil
+}
+
+// readBuf returns a buffer of n bytes for a read's reply, from the pool
+// when it is small enough, and how to give it back.
+func readBuf(n int) ([]byte, func()) {
+	if n > 1<<20 {
+		return make([]byte, n), func() {}
+	}
+	bp := bufPool.Get().(*[]byte)
+	return (*bp)[:n], func() { bufPool.Put(bp) }
 }
 
 // grantWrite grants session id a write delegation on rel if no other
@@ -272,20 +301,8 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
 	}
-	var bp *[]byte
-	var buf []byte
-	if r.Length <= 1<<20 {
-		bp = bufPool.Get().(*[]byte)
-		buf = (*bp)[:r.Length]
-	} else {
-		buf = make([]byte, r.Length)
-	}
+	buf, release := readBuf(int(r.Length))
 	n, err := h.f.ReadAt(buf, r.Offset)
-	release := func() {
-		if bp != nil {
-			bufPool.Put(bp)
-		}
-	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)

@@ -247,6 +247,10 @@ type OpenReq struct {
 	Path  string `cbor:"2,keyasint"`
 	Flags uint32 `cbor:"3,keyasint"`
 	Mode  uint32 `cbor:"4,keyasint"` // permission bits for OpCreate
+	// First asks for up to First bytes from the start of the file with the
+	// open, as the reply's data (a cold read of a small file in one round
+	// trip). Only for a handle that can read.
+	First uint32 `cbor:"5,keyasint,omitempty"`
 }
 
 // OpenResp returns a handle valid on every channel of the same session.
@@ -254,6 +258,7 @@ type OpenResp struct {
 	Handle uint64 `cbor:"1,keyasint"`
 	Attr   Attr   `cbor:"2,keyasint"`
 	Deleg  bool   `cbor:"3,keyasint,omitempty"` // a write delegation was granted
+	EOF    bool   `cbor:"4,keyasint,omitempty"` // the data asked for by First reaches the end of the file
 }
 
 // HandleReq names an open handle.
