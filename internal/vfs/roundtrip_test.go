@@ -1,0 +1,123 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"pando.dev/pando/internal/testenv"
+)
+
+// rpcsSince returns the client's RPC counts by kind since before.
+func rpcsSince(now, before map[string]uint64) map[string]uint64 {
+	out := make(map[string]uint64)
+	for k, v := range now {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// A small file's cold read comes with its open: no read request. A larger
+// one is read as before, and both read what the share holds.
+func TestSmallFileComesWithOpen(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	small := bytes.Repeat([]byte("int x = 1;\n"), 300)
+	large := pattern(firstMax+5, 3)
+	os.WriteFile(filepath.Join(root, "small.c"), small, 0o644)
+	os.WriteFile(filepath.Join(root, "large.bin"), large, 0o644)
+	v, c := newFS(t, d)
+	ctx := context.Background()
+
+	for _, f := range []struct {
+		name  string
+		want  []byte
+		reads uint64
+	}{{"small.c", small, 0}, {"large.bin", large, 1}} {
+		h, err := v.Open(ctx, "/uva/alpha/"+f.name, syscall.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := c.Counts()
+		got := make([]byte, len(f.want)+100)
+		n, err := h.Read(ctx, got, 0)
+		if err != nil || !bytes.Equal(got[:n], f.want) {
+			t.Fatalf("%s: read %d bytes, %v; differs from the share's", f.name, n, err)
+		}
+		h.Release(ctx)
+		if got := rpcsSince(c.Counts(), before)["read"]; got != f.reads {
+			t.Errorf("%s: %d read requests for a cold read, want %d", f.name, got, f.reads)
+		}
+	}
+
+	// Changed at the share: the next open's bytes are the new ones.
+	newer := bytes.Repeat([]byte("int y = 2;\n"), 100)
+	os.WriteFile(filepath.Join(root, "small.c"), newer, 0o644)
+	v.invalidate("/uva/alpha/small.c")
+	h, err := v.Open(ctx, "/uva/alpha/small.c", syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+	got := make([]byte, 8192)
+	n, err := h.Read(ctx, got, 0)
+	if err != nil || !bytes.Equal(got[:n], newer) {
+		t.Fatalf("after a change at the share: read %q, %v", got[:min(n, 20)], err)
+	}
+}
+
+// A lookup of a name that a fresh listing of its directory lacks costs no
+// round trip; once this agent creates the name, it is found.
+func TestMissingNameFromListing(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	os.WriteFile(filepath.Join(root, "s1.c"), []byte("x"), 0o644)
+	v, c := newFS(t, d)
+	ctx := context.Background()
+
+	if _, err := v.ReadDir(ctx, "/uva/alpha"); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Counts()
+	for range 3 {
+		if _, err := v.GetAttr(ctx, "/uva/alpha/s1.o"); !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("lookup of a missing name: %v, want ENOENT", err)
+		}
+		if _, err := v.GetAttr(ctx, "/uva/alpha/s1.c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rpcsSince(c.Counts(), before); len(got) != 0 {
+		t.Errorf("lookups answered by a fresh listing made requests: %v", got)
+	}
+
+	h, _, err := v.Create(ctx, "/uva/alpha/s1.o", syscall.O_WRONLY|syscall.O_CREAT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release(ctx)
+	if _, err := v.GetAttr(ctx, "/uva/alpha/s1.o"); err != nil {
+		t.Errorf("a name this agent created: %v", err)
+	}
+
+	// Strict asks the share every time.
+	s, c2 := newFS(t, d)
+	s.opts.Consistency = Consistency{Mode: Strict}
+	if _, err := s.ReadDir(ctx, "/uva/alpha"); err != nil {
+		t.Fatal(err)
+	}
+	before = c2.Counts()
+	os.WriteFile(filepath.Join(root, "late.o"), nil, 0o644)
+	if _, err := s.GetAttr(ctx, "/uva/alpha/late.o"); err != nil {
+		t.Errorf("strict: a name made at the share after the listing: %v", err)
+	}
+	if rpcsSince(c2.Counts(), before)["getattr"] == 0 {
+		t.Errorf("strict answered a lookup without asking the share")
+	}
+}
