@@ -244,6 +244,38 @@ func (v *FS) setOwn(p string, a wire.Attr, d uint64) {
 	v.setIf(p, a, func() bool { return v.drops == d })
 }
 
+// made records that this agent made p, whose attributes a came in reply to
+// a change sent when the drop count was d: p's attributes are cached as
+// setOwn does, and under window and poll, whose listings are trusted for a
+// time whatever happens meanwhile, the cached listing of p's directory
+// keeps its age and gains p instead of being dropped, so that the lookups
+// that follow a create (make looking for its next object) still cost no
+// round trip.
+func (v *FS) made(p string, a wire.Attr, d uint64) {
+	dir, name := path.Split(p)
+	dir = path.Clean(dir)
+	v.mu.Lock()
+	l, listed := v.dirs[dir]
+	v.mu.Unlock()
+	v.forget(p)
+	v.setOwn(p, a, d)
+	if mode := v.opts.policy(p).Mode; !listed || (mode != Window && mode != Poll) {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, again := v.dirs[dir]; again || v.drops != d {
+		return // listed anew meanwhile, or the share said something changed
+	}
+	entries := make([]wire.DirEntry, 0, len(l.entries)+1)
+	for _, e := range l.entries {
+		if e.Name != name {
+			entries = append(entries, e)
+		}
+	}
+	v.dirs[dir] = dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at}
+}
+
 // setIf caches a as p's attributes if ok (called under v.mu) holds.
 func (v *FS) setIf(p string, a wire.Attr, ok func() bool) {
 	v.mu.Lock()
@@ -495,10 +527,11 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error) {
 	d := v.dropCount()
 	a, err := v.c.Mkdir(ctx, p, mode)
-	v.forget(p)
-	if err == nil {
-		v.setOwn(p, a, d)
+	if err != nil {
+		v.forget(p)
+		return a, err
 	}
+	v.made(p, a, d)
 	return a, err
 }
 
@@ -540,10 +573,11 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 func (v *FS) Symlink(ctx context.Context, target, p string) (wire.Attr, error) {
 	d := v.dropCount()
 	a, err := v.c.Symlink(ctx, target, p)
-	v.forget(p)
-	if err == nil {
-		v.setOwn(p, a, d)
+	if err != nil {
+		v.forget(p)
+		return a, err
 	}
+	v.made(p, a, d)
 	return a, err
 }
 

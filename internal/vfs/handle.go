@@ -147,12 +147,12 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 	}
 	d := v.dropCount()
 	f, err := v.c.Create(ctx, p, v.openFlags(p, wf), mode&0o7777)
-	v.forget(p)
 	if err != nil {
+		v.forget(p)
 		return nil, wire.Attr{}, err
 	}
 	a := f.Attr()
-	v.setOwn(p, a, d)
+	v.made(p, a, d)
 	h, err := v.newHandle(ctx, p, a, flags)
 	if err != nil {
 		f.Close(ctx)

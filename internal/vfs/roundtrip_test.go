@@ -105,6 +105,22 @@ func TestMissingNameFromListing(t *testing.T) {
 	if _, err := v.GetAttr(ctx, "/uva/alpha/s1.o"); err != nil {
 		t.Errorf("a name this agent created: %v", err)
 	}
+	// The create kept the listing, with the new name in it: the next
+	// missing name still costs nothing, and a listing shows the new one.
+	before = c.Counts()
+	if _, err := v.GetAttr(ctx, "/uva/alpha/s2.o"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("lookup of a missing name after a create: %v, want ENOENT", err)
+	}
+	ents, err := v.ReadDir(ctx, "/uva/alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rpcsSince(c.Counts(), before); len(got) != 0 {
+		t.Errorf("a lookup and a listing after a create made requests: %v", got)
+	}
+	if len(ents) != 2 || ents[1].Name != "s1.o" {
+		t.Errorf("listing after a create: %v", ents)
+	}
 
 	// Strict asks the share every time.
 	s, c2 := newFS(t, d)
