@@ -405,6 +405,11 @@ func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
 	}
 	has := d.has(name)
 	v.dirs[dir] = d
+	if !has {
+		// As old as the listing: the kernel's copy of the answer ends
+		// with the listing's window (KernelTimeout), not D after now.
+		v.attrs[p] = attrEntry{at: d.at, neg: true}
+	}
 	return !has
 }
 

@@ -96,6 +96,10 @@ func TestMissingNameFromListing(t *testing.T) {
 	if got := rpcsSince(c.Counts(), before); len(got) != 0 {
 		t.Errorf("lookups answered by a fresh listing made requests: %v", got)
 	}
+	// The kernel keeps that answer no longer than the listing is good for.
+	if kt, dt := v.KernelTimeout("/uva/alpha/s1.o"), v.KernelTimeout("/uva/alpha"); kt > dt {
+		t.Errorf("kernel timeout of a name missing from the listing %v, beyond the listing's %v", kt, dt)
+	}
 
 	h, _, err := v.Create(ctx, "/uva/alpha/s1.o", syscall.O_WRONLY|syscall.O_CREAT, 0o644)
 	if err != nil {
