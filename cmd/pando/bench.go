@@ -10,6 +10,7 @@ import (
 
 	"pando.dev/pando/internal/bench"
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wan"
 )
 
@@ -20,6 +21,7 @@ func newBenchCmd() *cobra.Command {
 		jsonOut, plots string
 		rtts           []time.Duration
 		rate           string
+		modes          []string
 	)
 	var list strings.Builder
 	for _, s := range bench.Scenarios() {
@@ -60,7 +62,12 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 				return cli.Usagef("%v", err)
 			}
 			cmd.SilenceUsage = true
-			o := bench.Options{Quick: quick, RTTs: rtts, Rate: bits}
+			for _, m := range modes {
+				if _, err := vfs.ParseConsistency(strings.TrimSuffix(m, "+back")); err != nil {
+					return cli.Usagef("--modes: %v", err)
+				}
+			}
+			o := bench.Options{Quick: quick, RTTs: rtts, Rate: bits, Modes: modes}
 			term := cli.IsTerminal(os.Stderr) && os.Getenv("CI") == ""
 			start := time.Now()
 			var rep bench.Report
@@ -103,5 +110,6 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 	f.StringVar(&plots, "plot", "", "write a plot (SVG and PNG) per scenario and metric to this folder")
 	f.DurationSliceVar(&rtts, "rtt", nil, "round-trip times for the wan scenario (default 0,10ms,40ms,80ms)")
 	f.StringVar(&rate, "rate", "1gbit", "rate cap per direction of the emulated link")
+	f.StringSliceVar(&modes, "modes", nil, "consistency modes for make and lock (default: each scenario's own list; MODE+back adds write mode back)")
 	return cmd
 }

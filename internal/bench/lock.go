@@ -85,7 +85,7 @@ func runLock(ctx context.Context, o Options) ([]Row, error) {
 		p.rtt = o.RTTs[0]
 	}
 	var rows []Row
-	for _, mode := range lockModes {
+	for _, mode := range o.modes(lockModes) {
 		c, err := vfs.ParseConsistency(mode)
 		if err != nil {
 			return nil, err

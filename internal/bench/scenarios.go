@@ -23,8 +23,19 @@ type Options struct {
 	Quick bool
 	RTTs  []time.Duration // for wan; default 0, 10, 40, 80 ms
 	Rate  int64           // bits/s for wan; default 1 Gbit/s
+	// Modes, if set, are the consistency modes make and lock compare
+	// instead of their own list ("callback+back" adds write mode back).
+	Modes []string
 	// Progress, if set, hears what is being measured.
 	Progress func(string)
+}
+
+// modes returns o.Modes if set, else def.
+func (o *Options) modes(def []string) []string {
+	if len(o.Modes) > 0 {
+		return o.Modes
+	}
+	return def
 }
 
 func (o *Options) say(format string, args ...any) {

@@ -247,7 +247,7 @@ func runMake(ctx context.Context, o Options) ([]Row, error) {
 	}
 	ref := time.Since(t0).Seconds() * 1000
 	var rows []Row
-	for i, mode := range makeModes {
+	for i, mode := range o.modes(makeModes) {
 		cons, back := strings.CutSuffix(mode, "+back")
 		c, err := vfs.ParseConsistency(cons)
 		if err != nil {
