@@ -26,6 +26,7 @@ type Handle struct {
 	// is still valid (the file did not change since it was last open).
 	KeepCache bool
 
+	openMu  sync.Mutex // held while a share handle is opened
 	mu      sync.Mutex
 	remote  *client.File // opened on first need
 	reader  *client.File // a second, read-only handle when remote cannot read
@@ -170,35 +171,42 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 func (h *Handle) Path() string { return h.path }
 
 // remoteFile returns a share handle that can write (write set) or read,
-// opening or reopening it as needed.
+// opening or reopening it as needed. Opens are serialised by openMu, and
+// h.mu is not held across their round trip: reads from the cache,
+// flushes and stats of the handle do not wait for the share.
 func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, error) {
+	h.openMu.Lock()
+	defer h.openMu.Unlock()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.remoteFileLocked(ctx, write)
-}
-
-func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File, error) {
 	if h.closed && h.remote == nil && h.reader == nil {
+		h.mu.Unlock()
 		return nil, syscall.EBADF
 	}
 	if write && h.remote != nil && h.rflags&wire.OpenWrite != 0 {
+		defer h.mu.Unlock()
 		return h.remote, nil
 	}
 	if !write {
 		if h.remote != nil && h.rflags&wire.OpenRead != 0 {
+			defer h.mu.Unlock()
 			return h.remote, nil
 		}
 		if h.reader != nil {
+			defer h.mu.Unlock()
 			return h.reader, nil
 		}
 	}
-	if !write && h.remote != nil {
+	writeOnly := !write && h.remote != nil
+	h.mu.Unlock()
+	if writeOnly {
 		// A write-only handle: read through a second one.
 		f, err := h.v.c.Open(ctx, h.path, wire.OpenRead)
 		if err != nil {
 			return nil, err
 		}
+		h.mu.Lock()
 		h.reader = f
+		h.mu.Unlock()
 		return f, nil
 	}
 	flags := wire.OpenRead
@@ -223,6 +231,8 @@ func (h *Handle) remoteFileLocked(ctx context.Context, write bool) (*client.File
 		return nil, err
 	}
 	h.v.noteDeleg(h.path, h.key, f)
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if old := h.remote; old != nil {
 		if h.reader == nil && h.rflags&wire.OpenRead != 0 {
 			h.reader = old // still readable, and maybe in use: keep it until Release
@@ -541,11 +551,13 @@ func (h *Handle) Release(ctx context.Context) error {
 	}
 	h.closed = true
 	h.mu.Unlock()
-	h.ra.Wait() // read-ahead uses the share handles closed below
+	h.ra.Wait()     // read-ahead uses the share handles closed below
+	h.openMu.Lock() // and no open is under way
 	h.mu.Lock()
 	remote, reader := h.remote, h.reader
 	h.remote, h.reader = nil, nil
 	h.mu.Unlock()
+	h.openMu.Unlock()
 	for _, f := range []*client.File{remote, reader} {
 		if f != nil {
 			f.Close(ctx)

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/wan"
 )
 
 // rpcsSince returns the client's RPC counts by kind since before.
@@ -140,4 +142,60 @@ func TestMissingNameFromListing(t *testing.T) {
 	if rpcsSince(c2.Counts(), before)["getattr"] == 0 {
 		t.Errorf("strict answered a lookup without asking the share")
 	}
+}
+
+// Reads of cached data, flushes and stats of a handle do not wait for the
+// share handle its open asks for in the background.
+func TestCachedReadDoesNotWaitForOpen(t *testing.T) {
+	d := testenv.New(t, "uva")
+	shareAddr, proxyAddr := testenv.FreePort(t), testenv.FreePort(t)
+	px, err := wan.Listen(proxyAddr, shareAddr, wan.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := d.AddShareAt("alpha", shareAddr, proxyAddr)
+	want := bytes.Repeat([]byte("cached "), 1000)
+	os.WriteFile(filepath.Join(root, "h.h"), want, 0o644)
+	v, c := newFS(t, d)
+	v.opts.Consistency = Consistency{Mode: Window, Period: time.Hour}
+	ctx := context.Background()
+	read := func() *Handle {
+		h, err := v.Open(ctx, "/uva/alpha/h.h", syscall.O_RDONLY)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the background open is under way
+		got := make([]byte, len(want))
+		if n, err := h.Read(ctx, got, 0); err != nil || !bytes.Equal(got[:n], want) {
+			t.Fatalf("read %d bytes, %v", n, err)
+		}
+		return h
+	}
+	read().Release(ctx)
+
+	// From now on every round trip to the share takes half a second.
+	px.Close()
+	slow, err := wan.Listen(proxyAddr, shareAddr, wan.Config{RTT: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Close() })
+	for { // until the client has connected again, through the slow link
+		if _, err := c.Stat(ctx, "/uva/alpha/h.h"); err == nil {
+			break
+		}
+	}
+	h := read()
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Getattr(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.opening:
+		t.Error("the read, flush and stat of cached data waited for the share's open")
+	default:
+	}
+	h.Release(ctx)
 }
