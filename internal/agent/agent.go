@@ -94,6 +94,11 @@ func Start(cfg Config) (*Agent, error) {
 		cfg.VFS.Log = cfg.Log
 	}
 	a.v = vfs.New(cl, ch, cfg.VFS)
+	// Consistency sessions first, so that the mount's first answers stay
+	// good; a share that does not answer soon is not waited for.
+	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	a.v.Connect(cctx)
+	cancel()
 	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug})
 	if err != nil {
 		ch.Close()

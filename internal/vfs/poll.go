@@ -29,6 +29,8 @@ type poller struct {
 	validSince time.Time // entries fetched before this are void (last force)
 	lastOK     time.Time // when the last successful poll was sent
 	polls      uint64
+	first      chan struct{} // closed when the first poll was answered, or failed
+	firstOnce  sync.Once
 }
 
 // pollerFor returns the running poller for the share behind p, starting
@@ -43,10 +45,46 @@ func (v *FS) pollerFor(ctx context.Context, p string, pol Consistency) *poller {
 	if pl := v.pollers[loc.Share]; pl != nil {
 		return pl
 	}
-	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: pol.Period, callback: pol.Mode == Callback}
+	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: pol.Period, callback: pol.Mode == Callback,
+		first: make(chan struct{})}
 	v.pollers[loc.Share] = pl
 	go pl.run()
 	return pl
+}
+
+// Connect starts, before the file system is used, the polls of the shares
+// whose paths are under poll or callback, and waits for their first
+// answers until ctx ends. A share's first answer voids what was fetched
+// before it (the share records changes for the agent only from then on),
+// so that a mount used at once would otherwise fetch its first files
+// twice.
+func (v *FS) Connect(ctx context.Context) {
+	mounts, err := v.c.MountTable(ctx)
+	if err != nil {
+		return
+	}
+	paths := make([]string, 0, len(mounts)+len(v.opts.Policies))
+	for _, m := range mounts {
+		paths = append(paths, m.Prefix)
+	}
+	for _, pol := range v.opts.Policies {
+		paths = append(paths, pol.Prefix)
+	}
+	var pls []*poller
+	for _, p := range paths {
+		if pol := v.opts.policy(p); pol.Mode == Poll || pol.Mode == Callback {
+			if pl := v.pollerFor(ctx, p, pol); pl != nil {
+				pls = append(pls, pl)
+			}
+		}
+	}
+	for _, pl := range pls {
+		select {
+		case <-pl.first:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // fresh reports whether an entry fetched at t may be used without asking
@@ -90,6 +128,7 @@ func (pl *poller) run() {
 		return
 	}
 	pl.poll() // at once: the first poll sets up the session
+	pl.firstOnce.Do(func() { close(pl.first) })
 	t := time.NewTicker(pl.period)
 	defer t.Stop()
 	for {
@@ -113,7 +152,9 @@ func (pl *poller) listen() {
 			return
 		default:
 		}
-		if err := pl.poll(); err != nil {
+		err := pl.poll()
+		pl.firstOnce.Do(func() { close(pl.first) })
+		if err != nil {
 			select {
 			case <-pl.v.quit:
 				return

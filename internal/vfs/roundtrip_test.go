@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/wan"
 )
@@ -198,4 +200,36 @@ func TestCachedReadDoesNotWaitForOpen(t *testing.T) {
 	default:
 	}
 	h.Release(ctx)
+}
+
+// Connect sets up the poll session before use: what is fetched right
+// after it is not fetched again.
+func TestConnectBeforeUse(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	os.WriteFile(filepath.Join(root, "s.c"), []byte("x"), 0o644)
+	c, err := client.New(d.Admin, client.Options{Streams: 1, Session: "connect-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ch, err := cache.Open(cache.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	v := New(c, ch, Options{Consistency: Consistency{Mode: Poll, Period: time.Minute}})
+	t.Cleanup(v.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v.Connect(ctx)
+	before := c.Counts()
+	for range 3 {
+		if _, err := v.GetAttr(ctx, "/uva/alpha/s.c"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rpcsSince(c.Counts(), before); got["getattr"] != 1 || got["getinv"] != 0 {
+		t.Errorf("three stats after Connect made %v; want one getattr", got)
+	}
 }
