@@ -16,8 +16,29 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// bufPool recycles read buffers of up to wire.MaxData bytes.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+// Data buffers (reads served, blocks pushed) are recycled in three size
+// classes, 1, 4 and 16 MiB (wire.MaxData): a share serving a bulk transfer
+// would otherwise allocate, and clear, a fresh block for every request.
+var bufClasses = [...]int{1 << 20, 4 << 20, wire.MaxData}
+
+var bufPools [len(bufClasses)]sync.Pool
+
+// getBuf returns a buffer of n (<= wire.MaxData) bytes and the function
+// that gives it back; call that only once nothing uses the bytes any more
+// (for a reply, once its frame is written: rpc.Reply.Release).
+func getBuf(n int) ([]byte, func()) {
+	for i, size := range bufClasses {
+		if n <= size {
+			bp, _ := bufPools[i].Get().(*[]byte)
+			if bp == nil {
+				b := make([]byte, size)
+				bp = &b
+			}
+			return (*bp)[:n], func() { bufPools[i].Put(bp) }
+		}
+	}
+	return make([]byte, n), func() {}
+}
 
 // Serve dispatches one request.
 func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
@@ -272,20 +293,8 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
 	}
-	var bp *[]byte
-	var buf []byte
-	if r.Length <= 1<<20 {
-		bp = bufPool.Get().(*[]byte)
-		buf = (*bp)[:r.Length]
-	} else {
-		buf = make([]byte, r.Length)
-	}
+	buf, release := getBuf(int(r.Length))
 	n, err := h.f.ReadAt(buf, r.Offset)
-	release := func() {
-		if bp != nil {
-			bufPool.Put(bp)
-		}
-	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)

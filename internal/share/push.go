@@ -147,7 +147,8 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 				return nil
 			}
 			off := r.Offset + int64(i)*int64(r.Block)
-			buf := make([]byte, min(int64(r.Block), r.Offset+r.Length-off))
+			buf, release := getBuf(int(min(int64(r.Block), r.Offset+r.Length-off)))
+			defer release() // WriteBlock returns once the frame is written and answered
 			n, err := f.ReadAt(buf, off)
 			switch {
 			case err == nil || errors.Is(err, io.EOF) && n == len(buf):
