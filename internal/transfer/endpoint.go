@@ -36,8 +36,9 @@ type Entry struct {
 
 // Reader reads blocks of an open source file.
 type Reader interface {
-	// ReadBlock fills p at off; it returns fewer bytes only at the end.
-	ReadBlock(ctx context.Context, p []byte, off int64) (int, error)
+	// ReadBlock fills p at off; it returns fewer bytes only at the end,
+	// and the CRC32C of the n bytes read.
+	ReadBlock(ctx context.Context, p []byte, off int64) (n int, sum uint32, err error)
 	Close() error
 }
 
@@ -123,12 +124,12 @@ func (local) Name(p string) string { return p }
 
 type localFile struct{ *os.File }
 
-func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, error) {
+func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, uint32, error) {
 	n, err := f.ReadAt(p, off)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return n, err
+	return n, wire.CRC(p[:n]), err
 }
 
 // WriteBlock writes p, whose sum was computed from these very bytes when
@@ -300,12 +301,14 @@ func (grid) Name(p string) string { return "pando:/" + p }
 
 type gridFile struct{ f *client.File }
 
-func (f gridFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, error) {
-	n, err := f.f.ReadBlock(ctx, p, off)
+// ReadBlock keeps the sum the share computed when it read the block, which
+// the data was checked against on arrival: no need to compute it again.
+func (f gridFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, uint32, error) {
+	n, sum, err := f.f.ReadBlockSum(ctx, p, off)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return n, err
+	return n, sum, err
 }
 
 func (f gridFile) WriteBlock(ctx context.Context, p []byte, off int64, sum uint32) error {

@@ -260,10 +260,10 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 	blockLen := func(i int) int { return int(min(int64(jr.Block), j.in.Size-int64(i)*int64(jr.Block))) }
 	read := func(b *blk) error {
 		off := int64(b.i) * int64(jr.Block)
-		n, err := r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+		n, sum, err := r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
 		for tries := 0; errors.Is(err, wire.ErrChecksum) && tries < 3; tries++ {
 			x.corrupt.Add(1) // damaged on the way here: read it again
-			n, err = r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+			n, sum, err = r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
 		}
 		if err != nil {
 			return err
@@ -271,8 +271,7 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 		if n != blockLen(b.i) {
 			return fmt.Errorf("%s shrank while being copied (%d bytes at %d, expected %d); copy it again", x.src.Name(j.sp), n, off, blockLen(b.i))
 		}
-		b.buf = b.buf[:n]
-		b.sum = wire.CRC(b.buf)
+		b.buf, b.sum = b.buf[:n], sum
 		return nil
 	}
 
