@@ -165,7 +165,8 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 // WriteAt writes p at off (or at the end, for files opened for append),
-// with up to Window requests in flight. Appends are sent one at a time.
+// with up to Window requests in flight, each checked by the share against
+// the CRC32C of its data. Appends are sent one at a time.
 func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	chunk := min(max(f.Chunk, 4096), wire.MaxData)
 	window := max(f.Window, 1)
@@ -187,17 +188,14 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 			if failed.Err() != nil {
 				return nil // an earlier request failed: send nothing after it
 			}
-			var resp wire.WriteResp
-			_, _, err := f.c.call(ctx, f.loc, wire.OpWrite, func(tok uint32) any {
-				return wire.WriteReq{Tok: tok, Handle: f.handle, Offset: off + int64(lo)}
-			}, p[lo:hi], &resp, nil, nil, true)
-			if err != nil {
-				return named(err, f.loc)
+			// Each request carries its data's CRC32C, as write-back's
+			// do: the share writes nothing that no longer matches.
+			if _, err := f.writeBlock(ctx, p[lo:hi], off+int64(lo), wire.CRC(p[lo:hi])); err != nil {
+				return err
 			}
 			mu.Lock()
-			total += int(resp.N)
+			total += hi - lo
 			mu.Unlock()
-			f.setAttr(resp.Attr)
 			return nil
 		})
 		if len(p) == 0 {

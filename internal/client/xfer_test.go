@@ -60,3 +60,44 @@ func TestReadBlockSum(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestWriteBlockSum: the share refuses a block whose data does not match
+// the sum it came with and leaves the file as it was; WriteAt sends each
+// request with its data's sum.
+func TestWriteBlockSum(t *testing.T) {
+	d := testenv.New(t, "t")
+	root := d.AddShare("data")
+	c := d.Client(d.Admin)
+	ctx := context.Background()
+	f, err := c.Create(ctx, "/t/data/f", wire.OpenRead|wire.OpenWrite, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(ctx)
+	want := bytes.Repeat([]byte("0123456789abcdef"), 40000)
+	f.Chunk = 64 << 10 // many requests
+	if n, err := f.WriteAt(ctx, want, 0); err != nil || n != len(want) {
+		t.Fatalf("WriteAt: %d bytes, %v", n, err)
+	}
+	got, _ := os.ReadFile(filepath.Join(root, "f"))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("WriteAt wrote %d bytes that differ from the %d given", len(got), len(want))
+	}
+	block := bytes.Repeat([]byte{0xee}, 100000)
+	err = f.WriteBlock(ctx, block, 1000, wire.CRC(block)^1)
+	if wire.CodeOf(err) != wire.CodeCorrupt {
+		t.Fatalf("a block whose sum does not match: %v, want code %d", err, wire.CodeCorrupt)
+	}
+	got, _ = os.ReadFile(filepath.Join(root, "f"))
+	if !bytes.Equal(got, want) {
+		t.Error("the refused block changed the file")
+	}
+	if err := f.WriteBlock(ctx, block, 1000, wire.CRC(block)); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[1000:], block)
+	got, _ = os.ReadFile(filepath.Join(root, "f"))
+	if !bytes.Equal(got, want) {
+		t.Error("a block with the right sum was not written")
+	}
+}
