@@ -80,8 +80,9 @@ type Endpoint interface {
 // errCorrupt marks data that did not match its checksum.
 var errCorrupt = errors.New("checksum mismatch")
 
-// local is the local file system.
-type local struct{}
+// local is the local file system. With noSync, files written are left to
+// the page cache (Options.NoSync).
+type local struct{ noSync bool }
 
 func infoOf(fi fs.FileInfo) Info {
 	return Info{Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), Dir: fi.IsDir(), Mtime: fi.ModTime().UnixNano()}
@@ -122,7 +123,10 @@ func (local) Join(dir, name string) string { return filepath.Join(dir, name) }
 
 func (local) Name(p string) string { return p }
 
-type localFile struct{ *os.File }
+type localFile struct {
+	*os.File
+	noSync bool
+}
 
 func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, uint32, error) {
 	n, err := f.ReadAt(p, off)
@@ -138,6 +142,9 @@ func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, uint3
 func (f localFile) WriteBlock(_ context.Context, p []byte, off int64, _ uint32) error {
 	if _, err := f.WriteAt(p, off); err != nil {
 		return err
+	}
+	if f.noSync {
+		return nil // the kernel writes the page cache back when it sees fit
 	}
 	// Start writing the block to disk now, without waiting: the
 	// checkpoint's sync then finds little left to do, and the disk works
@@ -181,15 +188,15 @@ func (local) OpenRead(_ context.Context, p string) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return localFile{f}, nil
+	return localFile{File: f}, nil
 }
 
-func (local) OpenWrite(_ context.Context, p string, mode uint32) (Writer, error) {
+func (l local) OpenWrite(_ context.Context, p string, mode uint32) (Writer, error) {
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, fs.FileMode(mode&0o777))
 	if err != nil {
 		return nil, err
 	}
-	return localFile{f}, nil
+	return localFile{File: f, noSync: l.noSync}, nil
 }
 
 func (local) ReadSmall(_ context.Context, p string, buf []byte) ([]byte, Info, bool, error) {

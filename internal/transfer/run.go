@@ -136,7 +136,7 @@ func endpoint(o Options, s string) (Endpoint, string, error) {
 		return newWeb(), s, nil
 	}
 	p, err := filepath.Abs(s)
-	return local{}, p, err
+	return local{noSync: o.NoSync}, p, err
 }
 
 func baseOf(p string) string {
