@@ -380,21 +380,28 @@ func (c *Conn) readBody(br *bufio.Reader, h wire.Header) error {
 	c.mu.Unlock()
 
 	var data []byte
+	var crc uint32
 	if h.DataLen > 0 {
 		if cl != nil && cl.stream == nil && uint32(cap(cl.buf)) >= h.DataLen {
 			data = cl.buf[:h.DataLen]
 		} else {
 			data = make([]byte, h.DataLen)
 		}
-		if _, err := io.ReadFull(br, data); err != nil {
-			if cl != nil && cl.stream == nil {
-				cl.err = fmt.Errorf("%w: %w", ErrBroken, err)
-				close(cl.done)
+		// Sum the data piece by piece as it arrives, while it is in cache.
+		for o := 0; o < len(data); {
+			k := min(len(data)-o, wire.CRCChunk)
+			if _, err := io.ReadFull(br, data[o:o+k]); err != nil {
+				if cl != nil && cl.stream == nil {
+					cl.err = fmt.Errorf("%w: %w", ErrBroken, err)
+					close(cl.done)
+				}
+				return err
 			}
-			return err
+			crc = wire.UpdateCRC(crc, data[o:o+k])
+			o += k
 		}
 	}
-	if err := h.CheckData(data); err != nil {
+	if err := h.CheckCRC(crc); err != nil {
 		if cl != nil && cl.stream == nil {
 			cl.err = err
 			close(cl.done)

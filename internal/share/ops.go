@@ -294,13 +294,29 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
 	}
 	buf, release := getBuf(int(r.Length))
-	n, err := h.f.ReadAt(buf, r.Offset)
+	n, sum, err := readSummed(h.f, buf, r.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
 	a, _ := fileAttr(h.f)
-	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil, Attr: a}, Data: buf[:n], Release: release}, nil
+	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil, Attr: a}, Data: buf[:n], Release: release, DataSum: &sum}, nil
+}
+
+// readSummed is f.ReadAt(p, off) that also returns the CRC32C of the bytes
+// read, summed piece by piece as they are read, while they are in cache.
+func readSummed(f *os.File, p []byte, off int64) (int, uint32, error) {
+	var sum uint32
+	n := 0
+	for n < len(p) {
+		k, err := f.ReadAt(p[n:min(n+wire.CRCChunk, len(p))], off+int64(n))
+		sum = wire.UpdateCRC(sum, p[n:n+k])
+		n += k
+		if err != nil {
+			return n, sum, err
+		}
+	}
+	return n, sum, nil
 }
 
 func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
