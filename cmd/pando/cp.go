@@ -35,8 +35,11 @@ Every block carries a CRC32C computed where it was read, checked where it is
 written; a damaged block is sent again. Large files are assembled in a hidden
 .NAME.pando-part file and renamed into place when complete, and a journal of
 committed blocks ($XDG_STATE_HOME/pando/transfers) lets an interrupted copy
-continue with --resume, moving only what is missing. Transient failures
-(dropped connections, a restarting share) are retried within --retries.
+continue with --resume, moving only what is missing. Blocks are committed
+once the destination synced them; with --no-sync, once it wrote them (as
+cp leaves its copy to the page cache), and a --resume first reads them back
+to check their sums. Transient failures (dropped connections, a restarting
+share) are retried within --retries.
 Small files cost one request each way, many in flight at once.
 
 Progress (bytes, files, rate, ETA) shows on a terminal; otherwise cp prints
@@ -120,6 +123,7 @@ summary.`,
 	f.StringVar(&block, "block", "", "block size (default 4MiB)")
 	f.StringVar(&rateS, "rate", "", "cap the rate of the whole transfer, e.g. 500mbit or 50MB/s")
 	f.BoolVar(&o.Resume, "resume", false, "continue an interrupted copy: move only the blocks and files not yet at the destination")
+	f.BoolVar(&o.NoSync, "no-sync", false, "leave the copy to the page cache, as cp does: do not sync each checkpoint before journaling it (a --resume then re-checks the journaled blocks)")
 	f.BoolVar(&o.Verify, "verify", false, "after copying, re-read each destination file from its disk and compare it with the source")
 	f.IntVar(&o.Retries, "retries", 5, "attempts per file after a transient failure (dropped connection, restarting share)")
 	f.StringVar(&protection, "protection", "private", "data channel protection: private (TLS, encrypted), safe (authenticated and integrity-checked, not encrypted), clear (authenticated set-up only); the share must allow it")

@@ -112,23 +112,36 @@ func (f *File) setAttr(a wire.Attr) {
 	f.mu.Unlock()
 }
 
-// readChunk reads at most len(p) (<= wire.MaxData) bytes at off.
-func (f *File) readChunk(ctx context.Context, p []byte, off int64) (int, bool, error) {
-	var resp wire.ReadResp
+// summedRead is a read reply that keeps the CRC32C its data carried.
+type summedRead struct {
+	wire.ReadResp
+	sum uint32
+}
+
+func (r *summedRead) SetDataSum(sum uint32) { r.sum = sum }
+
+// readChunk reads at most len(p) (<= wire.MaxData) bytes at off. It also
+// returns the CRC32C of the bytes read: the one the share computed from
+// what it read and the frame carried, checked on arrival.
+func (f *File) readChunk(ctx context.Context, p []byte, off int64) (int, uint32, bool, error) {
+	var resp summedRead
 	data, _, err := f.c.call(ctx, f.loc, wire.OpRead, func(tok uint32) any {
 		return wire.ReadReq{Tok: tok, Handle: f.handle, Offset: off, Length: uint32(len(p))}
 	}, nil, &resp, p, nil, true)
 	if err != nil {
-		return 0, false, named(err, f.loc)
+		return 0, 0, false, named(err, f.loc)
 	}
 	if resp.Attr.Version != 0 {
 		f.setAttr(resp.Attr)
+	}
+	if len(data) > len(p) {
+		return 0, 0, false, named(wire.Errorf(wire.CodeIO, "the share sent %d bytes for a read of %d at %d", len(data), len(p), off), f.loc)
 	}
 	n := len(data)
 	if n > 0 && &data[0] != &p[0] {
 		n = copy(p, data)
 	}
-	return n, resp.EOF, nil
+	return n, resp.sum, resp.EOF, nil
 }
 
 // ReadAt reads len(p) bytes at off, with up to Window requests in flight.
@@ -136,7 +149,7 @@ func (f *File) readChunk(ctx context.Context, p []byte, off int64) (int, bool, e
 func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	chunk := max(f.Chunk, 4096)
 	if len(p) <= chunk {
-		n, eof, err := f.readChunk(ctx, p, off)
+		n, _, eof, err := f.readChunk(ctx, p, off)
 		if err == nil && n < len(p) {
 			if eof || n == 0 {
 				err = io.EOF
@@ -156,7 +169,7 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		lo := i * chunk
 		hi := min(lo+chunk, len(p))
 		g.Go(func() error {
-			n, _, err := f.readChunk(ctx, p[lo:hi], off+int64(lo))
+			n, _, _, err := f.readChunk(ctx, p[lo:hi], off+int64(lo))
 			parts[i] = part{n, err}
 			return nil
 		})
@@ -176,7 +189,8 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 // WriteAt writes p at off (or at the end, for files opened for append),
-// with up to Window requests in flight. Appends are sent one at a time.
+// with up to Window requests in flight, each checked by the share against
+// the CRC32C of its data. Appends are sent one at a time.
 func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	chunk := min(max(f.Chunk, 4096), wire.MaxData)
 	window := max(f.Window, 1)
@@ -198,17 +212,14 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 			if failed.Err() != nil {
 				return nil // an earlier request failed: send nothing after it
 			}
-			var resp wire.WriteResp
-			_, _, err := f.c.call(ctx, f.loc, wire.OpWrite, func(tok uint32) any {
-				return wire.WriteReq{Tok: tok, Handle: f.handle, Offset: off + int64(lo)}
-			}, p[lo:hi], &resp, nil, nil, true)
-			if err != nil {
-				return named(err, f.loc)
+			// Each request carries its data's CRC32C, as write-back's
+			// do: the share writes nothing that no longer matches.
+			if _, err := f.writeBlock(ctx, p[lo:hi], off+int64(lo), wire.CRC(p[lo:hi])); err != nil {
+				return err
 			}
 			mu.Lock()
-			total += int(resp.N)
+			total += hi - lo
 			mu.Unlock()
-			f.setAttr(resp.Attr)
 			return nil
 		})
 		if len(p) == 0 {
@@ -262,7 +273,7 @@ func (f *File) CopyRange(ctx context.Context, w io.Writer, off, length int64) (i
 			ch := make(chan result, 1)
 			at := pos
 			go func() {
-				got, eof, err := f.readChunk(ctx, buf[:n], at)
+				got, _, eof, err := f.readChunk(ctx, buf[:n], at)
 				ch <- result{buf, got, eof || int64(got) < n, err}
 			}()
 			select {

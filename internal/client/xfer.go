@@ -150,8 +150,17 @@ send:
 // ReadBlock reads at most len(p) (<= wire.MaxData) bytes at off in one
 // request; it returns fewer only at the end of the file.
 func (f *File) ReadBlock(ctx context.Context, p []byte, off int64) (int, error) {
-	n, _, err := f.readChunk(ctx, p, off)
+	n, _, err := f.ReadBlockSum(ctx, p, off)
 	return n, err
+}
+
+// ReadBlockSum is ReadBlock that also returns the CRC32C of p[:n]: the sum
+// the share computed from the bytes it read, which the data was checked
+// against on arrival, so that a caller passing the block on (with its sum)
+// need not compute it again.
+func (f *File) ReadBlockSum(ctx context.Context, p []byte, off int64) (int, uint32, error) {
+	n, sum, _, err := f.readChunk(ctx, p, off)
+	return n, sum, err
 }
 
 // Sums returns the CRC32C of each block-sized block of [off, off+length),

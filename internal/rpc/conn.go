@@ -44,8 +44,17 @@ type call struct {
 	meta    []byte
 	data    []byte
 	err     error
+	sum     uint32 // the CRC32C the reply's data carried and matched
+	summed  bool
 	stream  chan []byte // notifications for watches
 	claimed bool        // the reader is filling this call
+}
+
+// DataSummer is a reply message that wants the CRC32C its frame's data
+// carried, once the data was checked against it: a receiver that keeps
+// the data keeps its checksum without computing it again.
+type DataSummer interface {
+	SetDataSum(sum uint32)
 }
 
 // Dial connects to addr, performs the TLS handshake and exchanges prefaces.
@@ -220,6 +229,13 @@ func (c *Conn) Call(ctx context.Context, op wire.Op, req any, reqData []byte, re
 		if err := wire.Unmarshal(cl.meta, resp); err != nil {
 			return nil, fmt.Errorf("%s reply from %s: %w", op, c.addr, err)
 		}
+		if ds, ok := resp.(DataSummer); ok {
+			if cl.summed {
+				ds.SetDataSum(cl.sum)
+			} else {
+				ds.SetDataSum(wire.CRC(cl.data)) // no data, or a frame without a CRC
+			}
+		}
 	}
 	return cl.data, nil
 }
@@ -364,21 +380,28 @@ func (c *Conn) readBody(br *bufio.Reader, h wire.Header) error {
 	c.mu.Unlock()
 
 	var data []byte
+	var crc uint32
 	if h.DataLen > 0 {
 		if cl != nil && cl.stream == nil && uint32(cap(cl.buf)) >= h.DataLen {
 			data = cl.buf[:h.DataLen]
 		} else {
 			data = make([]byte, h.DataLen)
 		}
-		if _, err := io.ReadFull(br, data); err != nil {
-			if cl != nil && cl.stream == nil {
-				cl.err = fmt.Errorf("%w: %w", ErrBroken, err)
-				close(cl.done)
+		// Sum the data piece by piece as it arrives, while it is in cache.
+		for o := 0; o < len(data); {
+			k := min(len(data)-o, wire.CRCChunk)
+			if _, err := io.ReadFull(br, data[o:o+k]); err != nil {
+				if cl != nil && cl.stream == nil {
+					cl.err = fmt.Errorf("%w: %w", ErrBroken, err)
+					close(cl.done)
+				}
+				return err
 			}
-			return err
+			crc = wire.UpdateCRC(crc, data[o:o+k])
+			o += k
 		}
 	}
-	if err := h.CheckData(data); err != nil {
+	if err := h.CheckCRC(crc); err != nil {
 		if cl != nil && cl.stream == nil {
 			cl.err = err
 			close(cl.done)
@@ -415,6 +438,7 @@ func (c *Conn) readBody(br *bufio.Reader, h wire.Header) error {
 		return nil
 	}
 	cl.typ, cl.meta, cl.data = h.Type, meta, data
+	cl.sum, cl.summed = h.DataCRC, h.Flags&wire.FlagCRC != 0
 	close(cl.done)
 	return nil
 }

@@ -50,6 +50,9 @@ type Reply struct {
 	Msg     any
 	Data    []byte
 	Release func()
+	// DataSum, if set, is the CRC32C of Data, which the handler computed
+	// already (as it read the data, while it was in cache).
+	DataSum *uint32
 }
 
 // Handler serves requests. It returns a Reply or an error; errors that are
@@ -376,7 +379,7 @@ func (c *ServerConn) dispatch(ctx context.Context, f *wire.Frame) {
 		_ = c.writeError(f.ID, f.Op, &wire.Error{Code: wire.CodeInternal, Message: err.Error()})
 		return
 	}
-	_ = c.write(wire.TypeResponse, 0, f.Op, f.ID, meta, rep.Data)
+	_ = c.writeSummed(wire.TypeResponse, 0, f.Op, f.ID, meta, rep.Data, rep.DataSum)
 }
 
 func (c *ServerConn) writeError(id uint32, op wire.Op, we *wire.Error) error {
@@ -388,8 +391,17 @@ func (c *ServerConn) writeError(id uint32, op wire.Op, we *wire.Error) error {
 }
 
 func (c *ServerConn) write(typ, flags byte, op wire.Op, id uint32, meta, data []byte) error {
+	return c.writeSummed(typ, flags, op, id, meta, data, nil)
+}
+
+// writeSummed is write with the CRC32C of data, if sum is set.
+func (c *ServerConn) writeSummed(typ, flags byte, op wire.Op, id uint32, meta, data []byte, sum *uint32) error {
 	buf := make([]byte, 0, wire.HeaderSize+len(meta)+min(len(data), 64<<10))
-	buf = wire.AppendHeader(buf, typ, flags, op, id, meta, data)
+	if sum != nil {
+		buf = wire.AppendHeaderCRC(buf, typ, flags, op, id, meta, data, *sum)
+	} else {
+		buf = wire.AppendHeader(buf, typ, flags, op, id, meta, data)
+	}
 	buf = append(buf, meta...)
 	if len(data) < 64<<10 {
 		buf = append(buf, data...)

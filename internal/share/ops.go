@@ -16,8 +16,29 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// bufPool recycles read buffers of up to wire.MaxData bytes.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+// Data buffers (reads served, blocks pushed) are recycled in three size
+// classes, 1, 4 and 16 MiB (wire.MaxData): a share serving a bulk transfer
+// would otherwise allocate, and clear, a fresh block for every request.
+var bufClasses = [...]int{1 << 20, 4 << 20, wire.MaxData}
+
+var bufPools [len(bufClasses)]sync.Pool
+
+// getBuf returns a buffer of n (<= wire.MaxData) bytes and the function
+// that gives it back; call that only once nothing uses the bytes any more
+// (for a reply, once its frame is written: rpc.Reply.Release).
+func getBuf(n int) ([]byte, func()) {
+	for i, size := range bufClasses {
+		if n <= size {
+			bp, _ := bufPools[i].Get().(*[]byte)
+			if bp == nil {
+				b := make([]byte, size)
+				bp = &b
+			}
+			return (*bp)[:n], func() { bufPools[i].Put(bp) }
+		}
+	}
+	return make([]byte, n), func() {}
+}
 
 // Serve dispatches one request.
 func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
@@ -241,8 +262,8 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(id, r.Path, wire.ByteRange{Len: int64(n)}, false)
 	}
-	buf, release := readBuf(int(n))
-	k, err := f.ReadAt(buf, 0)
+	buf, release := getBuf(int(n))
+	k, sum, err := readSummed(f, buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
 		return rpc.Reply{Msg: resp}, nil // the open stands; the client reads as usual
@@ -251,17 +272,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 		resp.Attr = a
 	}
 	resp.EOF = err != nil
-	return rpc.Reply{Msg: resp, Data: buf[:k], Release: release}, nil
-}
-
-// readBuf returns a buffer of n bytes for a read's reply, from the pool
-// when it is small enough, and how to give it back.
-func readBuf(n int) ([]byte, func()) {
-	if n > 1<<20 {
-		return make([]byte, n), func() {}
-	}
-	bp := bufPool.Get().(*[]byte)
-	return (*bp)[:n], func() { bufPool.Put(bp) }
+	return rpc.Reply{Msg: resp, Data: buf[:k], Release: release, DataSum: &sum}, nil
 }
 
 // grantWrite grants session id a write delegation on rel if no other
@@ -301,14 +312,30 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
 	}
-	buf, release := readBuf(int(r.Length))
-	n, err := h.f.ReadAt(buf, r.Offset)
+	buf, release := getBuf(int(r.Length))
+	n, sum, err := readSummed(h.f, buf, r.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
 	a, _ := fileAttr(h.f)
-	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil, Attr: a}, Data: buf[:n], Release: release}, nil
+	return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil, Attr: a}, Data: buf[:n], Release: release, DataSum: &sum}, nil
+}
+
+// readSummed is f.ReadAt(p, off) that also returns the CRC32C of the bytes
+// read, summed piece by piece as they are read, while they are in cache.
+func readSummed(f *os.File, p []byte, off int64) (int, uint32, error) {
+	var sum uint32
+	n := 0
+	for n < len(p) {
+		k, err := f.ReadAt(p[n:min(n+wire.CRCChunk, len(p))], off+int64(n))
+		sum = wire.UpdateCRC(sum, p[n:n+k])
+		n += k
+		if err != nil {
+			return n, sum, err
+		}
+	}
+	return n, sum, nil
 }
 
 func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {

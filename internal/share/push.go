@@ -147,12 +147,13 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 				return nil
 			}
 			off := r.Offset + int64(i)*int64(r.Block)
-			buf := make([]byte, min(int64(r.Block), r.Offset+r.Length-off))
-			n, err := f.ReadAt(buf, off)
+			buf, release := getBuf(int(min(int64(r.Block), r.Offset+r.Length-off)))
+			defer release() // WriteBlock returns once the frame is written and answered
+			n, sum, err := readSummed(f, buf, off)
 			switch {
 			case err == nil || errors.Is(err, io.EOF) && n == len(buf):
-				sums[i] = wire.CRC(buf)
-				return dst.WriteBlock(ctx, buf, off, sums[i])
+				sums[i] = sum
+				return dst.WriteBlock(ctx, buf, off, sum)
 			case errors.Is(err, io.EOF):
 				return wire.Errorf(wire.CodeInvalid, "/%s shrank while being pushed (%d bytes at %d)", r.Path, n, off)
 			}

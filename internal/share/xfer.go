@@ -51,7 +51,8 @@ func (s *Server) sum(req *rpc.Request) (rpc.Reply, error) {
 		}
 		_ = unix.Fadvise(int(h.f.Fd()), r.Offset, r.Length, unix.FADV_DONTNEED)
 	}
-	buf := make([]byte, r.Block)
+	buf, release := getBuf(int(r.Block))
+	defer release()
 	var sums []uint32
 	for off, end := r.Offset, r.Offset+r.Length; off < end; off += int64(r.Block) {
 		n, err := h.f.ReadAt(buf[:min(int64(r.Block), end-off)], off)

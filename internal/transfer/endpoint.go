@@ -36,8 +36,9 @@ type Entry struct {
 
 // Reader reads blocks of an open source file.
 type Reader interface {
-	// ReadBlock fills p at off; it returns fewer bytes only at the end.
-	ReadBlock(ctx context.Context, p []byte, off int64) (int, error)
+	// ReadBlock fills p at off; it returns fewer bytes only at the end,
+	// and the CRC32C of the n bytes read.
+	ReadBlock(ctx context.Context, p []byte, off int64) (n int, sum uint32, err error)
 	Close() error
 }
 
@@ -79,8 +80,9 @@ type Endpoint interface {
 // errCorrupt marks data that did not match its checksum.
 var errCorrupt = errors.New("checksum mismatch")
 
-// local is the local file system.
-type local struct{}
+// local is the local file system. With noSync, files written are left to
+// the page cache (Options.NoSync).
+type local struct{ noSync bool }
 
 func infoOf(fi fs.FileInfo) Info {
 	return Info{Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), Dir: fi.IsDir(), Mtime: fi.ModTime().UnixNano()}
@@ -121,14 +123,17 @@ func (local) Join(dir, name string) string { return filepath.Join(dir, name) }
 
 func (local) Name(p string) string { return p }
 
-type localFile struct{ *os.File }
+type localFile struct {
+	*os.File
+	noSync bool
+}
 
-func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, error) {
+func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, uint32, error) {
 	n, err := f.ReadAt(p, off)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return n, err
+	return n, wire.CRC(p[:n]), err
 }
 
 // WriteBlock writes p, whose sum was computed from these very bytes when
@@ -137,6 +142,9 @@ func (f localFile) ReadBlock(_ context.Context, p []byte, off int64) (int, error
 func (f localFile) WriteBlock(_ context.Context, p []byte, off int64, _ uint32) error {
 	if _, err := f.WriteAt(p, off); err != nil {
 		return err
+	}
+	if f.noSync {
+		return nil // the kernel writes the page cache back when it sees fit
 	}
 	// Start writing the block to disk now, without waiting: the
 	// checkpoint's sync then finds little left to do, and the disk works
@@ -180,15 +188,15 @@ func (local) OpenRead(_ context.Context, p string) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return localFile{f}, nil
+	return localFile{File: f}, nil
 }
 
-func (local) OpenWrite(_ context.Context, p string, mode uint32) (Writer, error) {
+func (l local) OpenWrite(_ context.Context, p string, mode uint32) (Writer, error) {
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, fs.FileMode(mode&0o777))
 	if err != nil {
 		return nil, err
 	}
-	return localFile{f}, nil
+	return localFile{File: f, noSync: l.noSync}, nil
 }
 
 func (local) ReadSmall(_ context.Context, p string, buf []byte) ([]byte, Info, bool, error) {
@@ -300,12 +308,14 @@ func (grid) Name(p string) string { return "pando:/" + p }
 
 type gridFile struct{ f *client.File }
 
-func (f gridFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, error) {
-	n, err := f.f.ReadBlock(ctx, p, off)
+// ReadBlock keeps the sum the share computed when it read the block, which
+// the data was checked against on arrival: no need to compute it again.
+func (f gridFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, uint32, error) {
+	n, sum, err := f.f.ReadBlockSum(ctx, p, off)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return n, err
+	return n, sum, err
 }
 
 func (f gridFile) WriteBlock(ctx context.Context, p []byte, off int64, sum uint32) error {

@@ -166,6 +166,11 @@ func (x *run) copyLarge(ctx context.Context, j job) error {
 			}
 		}
 	}
+	if jr.Unsynced {
+		if err := x.recheck(ctx, j, jr, part); err != nil {
+			return err
+		}
+	}
 	x.skipped.Add(jr.committed())
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -202,6 +207,40 @@ func (x *run) copyLarge(ctx context.Context, j job) error {
 		return err
 	}
 	jr.remove()
+	return nil
+}
+
+// recheck compares the blocks a journal holds but the destination never
+// synced with their sums at the source, reading them back from the
+// destination, and forgets those that no longer match: what a machine
+// crash before the page cache was written leaves behind.
+func (x *run) recheck(ctx context.Context, j job, jr *journal, part string) error {
+	w, err := x.dst.OpenWrite(ctx, part, j.in.Mode|0o600)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for i := 0; i < len(jr.Sums); {
+		if !jr.done(i) {
+			i++
+			continue
+		}
+		k := i
+		for k < len(jr.Sums) && jr.done(k) {
+			k++
+		}
+		off := int64(i) * int64(jr.Block)
+		sums, err := w.Sums(ctx, off, min(int64(k-i)*int64(jr.Block), j.in.Size-off), jr.Block, false)
+		if err != nil {
+			return fmt.Errorf("checking the blocks of %s copied before: %w", x.dst.Name(part), err)
+		}
+		for b := i; b < k; b++ {
+			if b-i >= len(sums) || sums[b-i] != jr.Sums[b] {
+				jr.unmark(b)
+			}
+		}
+		i = k
+	}
 	return nil
 }
 
@@ -260,10 +299,10 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 	blockLen := func(i int) int { return int(min(int64(jr.Block), j.in.Size-int64(i)*int64(jr.Block))) }
 	read := func(b *blk) error {
 		off := int64(b.i) * int64(jr.Block)
-		n, err := r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+		n, sum, err := r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
 		for tries := 0; errors.Is(err, wire.ErrChecksum) && tries < 3; tries++ {
 			x.corrupt.Add(1) // damaged on the way here: read it again
-			n, err = r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+			n, sum, err = r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
 		}
 		if err != nil {
 			return err
@@ -271,8 +310,7 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 		if n != blockLen(b.i) {
 			return fmt.Errorf("%s shrank while being copied (%d bytes at %d, expected %d); copy it again", x.src.Name(j.sp), n, off, blockLen(b.i))
 		}
-		b.buf = b.buf[:n]
-		b.sum = wire.CRC(b.buf)
+		b.buf, b.sum = b.buf[:n], sum
 		return nil
 	}
 
@@ -338,21 +376,26 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 		}()
 	}
 
-	// The checkpointer: make the written blocks durable, then record them.
+	// The checkpointer: make the written blocks durable, then record them
+	// (with NoSync, only record them, and that they were not synced). A
+	// durable copy that resumes one that was not syncs at least once.
 	commit := func(cctx context.Context) error {
 		mu.Lock()
 		batch := pending
 		pending = nil
 		mu.Unlock()
-		if len(batch) == 0 {
+		if len(batch) == 0 && (x.o.NoSync || !jr.Unsynced) {
 			return nil
 		}
-		if err := w.Sync(cctx); err != nil {
-			return err
+		if !x.o.NoSync {
+			if err := w.Sync(cctx); err != nil {
+				return err
+			}
 		}
 		for _, b := range batch {
 			jr.mark(b.i, b.sum)
 		}
+		jr.Unsynced = x.o.NoSync
 		return jr.save()
 	}
 	done := make(chan struct{})

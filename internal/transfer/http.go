@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"pando.dev/pando/internal/wire"
 )
 
 // web is a read-only endpoint: files served over http(s), read in ranges.
@@ -78,20 +80,20 @@ type webFile struct {
 	url string
 }
 
-func (f webFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, error) {
+func (f webFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, uint32, error) {
 	resp, err := f.w.do(ctx, http.MethodGet, f.url, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+int64(len(p))-1, 10))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusPartialContent {
-		return 0, fmt.Errorf("%s: the server does not serve byte ranges (answered %s to a range request)", f.url, resp.Status)
+		return 0, 0, fmt.Errorf("%s: the server does not serve byte ranges (answered %s to a range request)", f.url, resp.Status)
 	}
 	n, err := io.ReadFull(resp.Body, p)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return n, err
+	return n, wire.CRC(p[:n]), err
 }
 
 func (webFile) Close() error { return nil }

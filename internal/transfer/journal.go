@@ -13,7 +13,10 @@ import (
 
 // journal records the committed blocks of one file's transfer, so that an
 // interrupted transfer moves only what is missing. A block is committed
-// once the destination made it durable (after a sync), never merely sent.
+// once the destination made it durable (after a sync), never merely sent;
+// with Options.NoSync, once the destination wrote it, and the journal says
+// so (Unsynced): a machine crash may have lost such blocks, so a resume
+// checks them against their sums first.
 type journal struct {
 	path string
 
@@ -25,6 +28,9 @@ type journal struct {
 	Block   int      `json:"block"`
 	Done    []uint64 `json:"done"` // bitmap of committed blocks
 	Sums    []uint32 `json:"sums"` // CRC32C of each committed block, as read at the source
+	// Unsynced: blocks were committed that the destination had written
+	// but not synced.
+	Unsynced bool `json:"unsynced,omitempty"`
 }
 
 // JournalDir is where journals live unless told otherwise:
@@ -82,6 +88,11 @@ func (j *journal) done(i int) bool { return j.Done[i/64]&(1<<(i%64)) != 0 }
 func (j *journal) mark(i int, sum uint32) {
 	j.Done[i/64] |= 1 << (i % 64)
 	j.Sums[i] = sum
+}
+
+func (j *journal) unmark(i int) {
+	j.Done[i/64] &^= 1 << (i % 64)
+	j.Sums[i] = 0
 }
 
 // committed counts the bytes of committed blocks.

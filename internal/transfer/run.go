@@ -26,6 +26,10 @@ type Options struct {
 	Resume    bool  // continue from the journal / skip files already there
 	Verify    bool  // re-read each destination file from disk and compare
 	Retries   int   // attempts after the first, per file, on transient failures
+	// NoSync leaves the copy to the destination's page cache, as cp does:
+	// blocks are journaled once written, not once synced, and a resume
+	// checks them against their sums before it trusts them.
+	NoSync bool
 	// JournalDir holds the journals of large files (default JournalDir()).
 	JournalDir string
 	// Checkpoint is how often written blocks are made durable and
@@ -132,7 +136,7 @@ func endpoint(o Options, s string) (Endpoint, string, error) {
 		return newWeb(), s, nil
 	}
 	p, err := filepath.Abs(s)
-	return local{}, p, err
+	return local{noSync: o.NoSync}, p, err
 }
 
 func baseOf(p string) string {

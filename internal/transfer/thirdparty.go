@@ -75,6 +75,14 @@ func (x *run) pushPump(ctx context.Context, j job, jr *journal, part string) err
 		return err
 	}
 	err = w.Truncate(ctx, j.in.Size)
+	if err == nil && jr.Unsynced && !x.o.NoSync {
+		// A durable copy resuming one that was not: make what is there
+		// durable before more is journaled as synced.
+		if err = w.Sync(ctx); err == nil {
+			jr.Unsynced = false
+			err = jr.save()
+		}
+	}
 	w.Close()
 	if err != nil {
 		return err
@@ -120,7 +128,7 @@ func (x *run) pushPump(ctx context.Context, j job, jr *journal, part string) err
 					return
 				}
 				sums, err := x.third.c.Push(ctx, j.sp, wire.PushReq{Offset: off, Length: length, Block: uint32(jr.Block),
-					Dest: d, DestPath: part, Streams: x.o.Streams, Window: 4, Sync: true, Protection: x.third.c.Protection()})
+					Dest: d, DestPath: part, Streams: x.o.Streams, Window: 4, Sync: !x.o.NoSync, Protection: x.third.c.Protection()})
 				if err == nil && len(sums) != r.n {
 					err = wire.Errorf(wire.CodeIO, "the source share pushed %d blocks of %d", len(sums), r.n)
 				}
@@ -133,6 +141,7 @@ func (x *run) pushPump(ctx context.Context, j job, jr *journal, part string) err
 				for k, s := range sums {
 					jr.mark(r.first+k, s)
 				}
+				jr.Unsynced = jr.Unsynced || x.o.NoSync
 				err = jr.save()
 				mu.Unlock()
 				if err != nil {

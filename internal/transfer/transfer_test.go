@@ -3,6 +3,7 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -127,13 +128,11 @@ func TestCopyTree(t *testing.T) {
 	}
 }
 
-// TestResumeMovesOnlyMissing interrupts a copy (cancelled context), then
-// resumes: the bytes moved the second time are exactly those the journal
-// did not hold.
-func TestResumeMovesOnlyMissing(t *testing.T) {
-	d := testenv.New(t, "t")
-	root := d.AddShare("data")
-	o := opts(t, d)
+// interruptedCopy copies a new file of 8 MiB to pando://t/data/f at
+// 8 MB/s, checkpointing often, and cancels the copy after 400 ms. It
+// returns the source, its size and the journal's path.
+func interruptedCopy(t *testing.T, o Options) (string, int64, string) {
+	t.Helper()
 	o.Checkpoint = 20 * time.Millisecond
 	o.Rate = 8 << 20 // 8 MB/s: about a second for the file
 	src := filepath.Join(t.TempDir(), "f")
@@ -145,12 +144,22 @@ func TestResumeMovesOnlyMissing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--resume") {
 		t.Fatalf("interrupted copy: %v", err)
 	}
-	jp := journalPath(o.JournalDir, src, "pando://t/data/f")
+	return src, size, journalPath(o.JournalDir, src, "pando://t/data/f")
+}
+
+// TestResumeMovesOnlyMissing interrupts a copy (cancelled context), then
+// resumes: the bytes moved the second time are exactly those the journal
+// did not hold.
+func TestResumeMovesOnlyMissing(t *testing.T) {
+	d := testenv.New(t, "t")
+	root := d.AddShare("data")
+	o := opts(t, d)
+	src, size, jp := interruptedCopy(t, o)
 	_, _, committed, err := ReadJournal(jp)
 	if err != nil || committed == 0 || committed == size {
 		t.Fatalf("journal after interruption: %d of %d committed, %v", committed, size, err)
 	}
-	o.Rate, o.Resume = 0, true
+	o.Resume = true
 	s, err := Copy(context.Background(), []string{src}, "pando://t/data/f", o)
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +176,56 @@ func TestResumeMovesOnlyMissing(t *testing.T) {
 	s, _ = Copy(context.Background(), []string{src}, "pando://t/data/f", o)
 	if s.Moved != size {
 		t.Errorf("fresh copy moved %d of %d", s.Moved, size)
+	}
+}
+
+// TestResumeNoSyncRechecks interrupts a copy made with NoSync, then
+// damages a block its journal holds, as a machine crash that lost the page
+// cache would: the resume checks the journaled blocks and moves that one
+// again.
+func TestResumeNoSyncRechecks(t *testing.T) {
+	d := testenv.New(t, "t")
+	root := d.AddShare("data")
+	o := opts(t, d)
+	o.NoSync = true
+	src, size, jp := interruptedCopy(t, o)
+	b, err := os.ReadFile(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jr journal
+	if err := json.Unmarshal(b, &jr); err != nil {
+		t.Fatal(err)
+	}
+	committed := jr.committed()
+	if !jr.Unsynced || committed == 0 || committed == size {
+		t.Fatalf("journal after interruption: %d of %d committed, unsynced %v", committed, size, jr.Unsynced)
+	}
+	lost := -1
+	for i := range jr.Sums {
+		if jr.done(i) {
+			lost = i
+			break
+		}
+	}
+	part := filepath.Join(root, ".f.pando-part")
+	pf, err := os.OpenFile(part, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pf.WriteAt(make([]byte, o.Block), int64(lost)*int64(o.Block)); err != nil {
+		t.Fatal(err)
+	}
+	pf.Close()
+	o.Resume, o.NoSync = true, false
+	s, err := Copy(context.Background(), []string{src}, "pando://t/data/f", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.SameFile(t, src, filepath.Join(root, "f"))
+	if s.Skipped != committed-int64(o.Block) || s.Moved != size-committed+int64(o.Block) {
+		t.Errorf("resume moved %d and skipped %d; the journal held %d of %d, one block of %d of it lost",
+			s.Moved, s.Skipped, committed, size, o.Block)
 	}
 }
 

@@ -61,6 +61,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // CRC returns the CRC32C (Castagnoli) of b, the checksum used on the wire.
 func CRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// UpdateCRC returns the CRC32C of what crc summed followed by b.
+func UpdateCRC(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
+// CRCChunk is how much of a large payload to sum at a time while it is
+// being read, so that the bytes are summed while still in the CPU's cache
+// instead of being read back from memory after the whole block.
+const CRCChunk = 256 << 10
+
 // Header is the fixed part of a frame.
 //
 //	0  type    u8
@@ -165,7 +173,16 @@ func ReadFrame(r io.Reader) (*Frame, error) {
 
 // CheckData verifies data against the header's CRC, if it carries one.
 func (h *Header) CheckData(data []byte) error {
-	if h.Flags&FlagCRC != 0 && CRC(data) != h.DataCRC {
+	if h.Flags&FlagCRC == 0 {
+		return nil
+	}
+	return h.CheckCRC(CRC(data))
+}
+
+// CheckCRC is CheckData for a receiver that summed the data (crc) as it
+// read it.
+func (h *Header) CheckCRC(crc uint32) error {
+	if h.Flags&FlagCRC != 0 && crc != h.DataCRC {
 		return fmt.Errorf("%w: %w (request %d)", ErrMalformed, ErrChecksum, h.ID)
 	}
 	return nil
@@ -181,10 +198,20 @@ func truncated(err error) error {
 // AppendHeader appends the encoded header for a frame with the given parts,
 // computing the CRC of data when it is not empty.
 func AppendHeader(dst []byte, typ, flags byte, op Op, id uint32, meta, data []byte) []byte {
+	var crc uint32
+	if len(data) > 0 {
+		crc = CRC(data)
+	}
+	return AppendHeaderCRC(dst, typ, flags, op, id, meta, data, crc)
+}
+
+// AppendHeaderCRC is AppendHeader for a sender that already has crc, the
+// CRC32C of data.
+func AppendHeaderCRC(dst []byte, typ, flags byte, op Op, id uint32, meta, data []byte, crc uint32) []byte {
 	h := Header{Type: typ, Flags: flags, Op: op, ID: id, MetaLen: uint32(len(meta)), DataLen: uint32(len(data))}
 	if len(data) > 0 {
 		h.Flags |= FlagCRC
-		h.DataCRC = CRC(data)
+		h.DataCRC = crc
 	}
 	var b [HeaderSize]byte
 	h.Encode(b[:])
