@@ -81,6 +81,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
 	}
 	m.server = server
+	raiseReadAhead(dir, opts.Log)
 	v.SetNotifier(func(g string) { m.forgetKernel(root, g) })
 	return m, nil
 }
