@@ -92,6 +92,14 @@ func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
 		e.hit.Store(now)
 		return b, nil
 	}
+	return c.readDisk(e, idx, now, false)
+}
+
+// readDisk reads block idx of e from its data file. A read that fails the
+// block's CRC is tried once more with the disk lock held (a write of the
+// block may have been under way); if it fails again the block is dropped.
+func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) ([]byte, error) {
+	key := e.key
 	e.mu.Lock()
 	info, ok := e.rec.Blocks[idx]
 	if !ok {
@@ -113,6 +121,12 @@ func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
 	e.rec.Use = now
 	e.touchBlock(idx, now)
 	if rerr != nil && !errors.Is(rerr, io.EOF) || crc(buf) != info.CRC {
+		if !writesHeld {
+			e.mu.Unlock()
+			e.dmu.Lock()
+			defer e.dmu.Unlock()
+			return c.readDisk(e, idx, now, true)
+		}
 		c.stats.bad.Add(1)
 		c.log.Warn("dropping a cached block that failed its checksum", "file", key, "block", idx)
 		if cur, ok := e.rec.Blocks[idx]; ok && cur == info && !e.dirtyBlock(idx, c.opts.BlockSize) {
@@ -152,12 +166,16 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	}
 	e.io++
 	e.mu.Unlock()
+	// Under the disk lock, and recorded before it is released: a block
+	// staged meanwhile is written before this one or not at all.
+	e.dmu.Lock()
 	_, err = f.WriteAt(data, idx*c.opts.BlockSize)
 	e.mu.Lock()
 	e.io--
 	c.doneFile(e)
 	if err != nil {
 		e.mu.Unlock()
+		e.dmu.Unlock()
 		return fmt.Errorf("writing the cache: %w", err)
 	}
 	if _, had := e.rec.Blocks[idx]; !had {
@@ -166,7 +184,12 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	e.rec.Blocks[idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
 	e.rec.Use = now
 	e.touchBlock(idx, now)
+	// A fetch that started while this block was written must not cache
+	// what it got over it.
+	e.gen.Add(1)
+	e.dropPending(idx)
 	e.mu.Unlock()
+	e.dmu.Unlock()
 	c.mem.put(blockID{key, idx}, data)
 	c.touch(key)
 	return nil
@@ -198,9 +221,15 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 			}
 			continue
 		}
+		e := c.get(key)
+		// A fetch stages its block before it leaves c.flights (under
+		// c.mu): one that finished since our look left it held.
+		if c.held(e, idx) {
+			c.mu.Unlock()
+			continue
+		}
 		fl := &flight{done: make(chan struct{})}
 		c.flights[id] = fl
-		e := c.get(key)
 		c.mu.Unlock()
 		gen := e.gen.Load()
 
@@ -242,7 +271,12 @@ func (c *Cache) Present(key string, idx int64) bool {
 	if e == nil {
 		return false
 	}
-	if c.mem.has(blockID{key, idx}) || e.pendingBlock(idx) != nil {
+	return c.held(e, idx)
+}
+
+// held reports whether block idx of e is in memory, staged or on disk.
+func (c *Cache) held(e *entry, idx int64) bool {
+	if c.mem.has(blockID{e.key, idx}) || e.pendingBlock(idx) != nil {
 		return true
 	}
 	e.mu.Lock()

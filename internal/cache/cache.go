@@ -109,6 +109,12 @@ type entry struct {
 	pmu     sync.Mutex
 	pending map[int64][]byte // fetched blocks on their way to disk
 
+	// dmu is held while blocks are written to the data file, so that a
+	// staged block and a write of the same block reach the disk in the
+	// order the index records them; e.mu may be taken while it is held,
+	// never the other way round.
+	dmu sync.Mutex
+
 	// gen changes whenever the entry's blocks are written, truncated or
 	// dropped: a fetch that started before must not cache what it got.
 	gen atomic.Uint64
@@ -124,6 +130,15 @@ func (e *entry) pendingBlock(idx int64) []byte {
 func (e *entry) dropPending(idx int64) {
 	e.pmu.Lock()
 	delete(e.pending, idx)
+	e.pmu.Unlock()
+}
+
+// dropPendingIf drops the staged block idx if it is still data.
+func (e *entry) dropPendingIf(idx int64, data []byte) {
+	e.pmu.Lock()
+	if sameSlice(e.pending[idx], data) {
+		delete(e.pending, idx)
+	}
 	e.pmu.Unlock()
 }
 

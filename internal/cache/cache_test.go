@@ -196,3 +196,62 @@ func TestEvictionBound(t *testing.T) {
 		t.Fatal("no evictions")
 	}
 }
+
+// TestWritesRacingStagedBlocksKeepTheWrittenData: reads that fetch blocks
+// (which the disk writer then writes behind them) race with writes of the
+// same blocks and with a truncate; what the cache holds afterwards, read
+// back from disk, is what was written last.
+func TestWritesRacingStagedBlocksKeepTheWrittenData(t *testing.T) {
+	const bs, nblocks, keep = 4096, 8, 6
+	ctx := context.Background()
+	for round := range 20 {
+		c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1})
+		r := &remote{data: make([]byte, nblocks*bs)}
+		rand.Read(r.data)
+		c.Validate("f", 1, int64(len(r.data)), "")
+		want := append([]byte(nil), r.data[:keep*bs]...)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range 4 * nblocks {
+				c.ReadAt(ctx, "f", make([]byte, bs), int64(i%nblocks)*bs, r.fetch)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range 2 * keep {
+				if i == keep {
+					// The blocks past the cut go, staged ones too.
+					if err := c.Truncate("f", keep*bs); err != nil {
+						t.Error(err)
+					}
+				}
+				idx := (i*5 + round) % keep
+				b := make([]byte, bs)
+				rand.Read(b)
+				if err := c.WriteAt(ctx, "f", b, int64(idx)*bs, r.fetch); err != nil {
+					t.Error(err)
+				}
+				copy(want[idx*bs:], b)
+			}
+		}()
+		wg.Wait()
+		c.Sync()
+		got := make([]byte, len(want))
+		if n, err := c.ReadAt(ctx, "f", got, 0, r.fetch); n != len(want) || err != nil && err != io.EOF {
+			t.Fatal(n, err)
+		}
+		for i := range keep {
+			if !bytes.Equal(got[i*bs:(i+1)*bs], want[i*bs:(i+1)*bs]) {
+				t.Errorf("round %d: block %d differs from what was written", round, i)
+			}
+		}
+		if st := c.Stats(); st.BadBlocks != 0 || st.DiskBytes > keep*bs {
+			t.Errorf("round %d: %d cached blocks failed their checksum, %d bytes on disk", round, st.BadBlocks, st.DiskBytes)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+}

@@ -18,6 +18,12 @@ func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64) 
 		e.mu.Unlock()
 		return false
 	}
+	if idx*c.opts.BlockSize >= e.rec.Size {
+		// Cut off by a truncate since the reader saw the size: the
+		// bytes are for that reader only.
+		e.mu.Unlock()
+		return true
+	}
 	c.mem.put(blockID{key, idx}, data)
 	e.pmu.Lock()
 	if e.pending == nil {
@@ -57,38 +63,63 @@ func (c *Cache) writer() {
 }
 
 func (c *Cache) writeStaged(id blockID) {
-	{
-		c.mu.Lock()
-		e := c.entries[id.key]
-		c.mu.Unlock()
-		if e == nil {
-			return
-		}
-		// Make room first: evicting only after the block is recorded
-		// would let the cache's disk use pass its bound meanwhile.
-		c.evictFor(c.opts.BlockSize)
-		e.mu.Lock()
-		data := e.pendingBlock(id.idx)
-		if data == nil {
-			e.mu.Unlock()
-			return // dropped or superseded meanwhile
-		}
-		err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
-		// Record it only if nothing superseded it while we wrote.
-		if err == nil && e.pendingBlock(id.idx) != nil {
-			if _, had := e.rec.Blocks[id.idx]; !had {
-				c.diskUsed.Add(c.opts.BlockSize)
-			}
-			e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
-			e.touchBlock(id.idx, c.clock.Add(1))
-		} else if err != nil {
-			c.log.Warn("cannot write to the cache", "err", err)
-		}
-		e.dropPending(id.idx)
-		e.mu.Unlock()
-		c.touch(id.key)
-		c.evict()
+	c.mu.Lock()
+	e := c.entries[id.key]
+	c.mu.Unlock()
+	if e == nil {
+		return
 	}
+	// Make room first: evicting only after the block is recorded
+	// would let the cache's disk use pass its bound meanwhile.
+	c.evictFor(c.opts.BlockSize)
+	// The write holds the entry's disk lock, not e.mu: readers ask for
+	// the file's size and blocks under e.mu, and must not wait for the
+	// disk.
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	e.mu.Lock()
+	data := e.pendingBlock(id.idx)
+	_, had := e.rec.Blocks[id.idx]
+	e.mu.Unlock()
+	if data == nil {
+		return // dropped or superseded meanwhile
+	}
+	if had {
+		// A write recorded the block since it was staged: the staged
+		// bytes are older.
+		e.dropPendingIf(id.idx, data)
+		return
+	}
+	err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
+	e.mu.Lock()
+	_, had = e.rec.Blocks[id.idx]
+	switch {
+	case err != nil:
+		c.log.Warn("cannot write to the cache", "err", err)
+	case had:
+		// Recorded by a write meanwhile (cannot happen while we hold
+		// e.dmu, which writes take too): leave it.
+	case sameSlice(e.pendingBlock(id.idx), data):
+		// Still the staged block: record it.
+		c.diskUsed.Add(c.opts.BlockSize)
+		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
+		e.touchBlock(id.idx, c.clock.Add(1))
+	default:
+		// Dropped (truncate, new version) while it was written: free
+		// the space it took, which the index does not count.
+		if f, ferr := c.file(e); ferr == nil {
+			punchHole(f, id.idx*c.opts.BlockSize, c.opts.BlockSize)
+		}
+		c.doneFile(e)
+	}
+	e.dropPendingIf(id.idx, data)
+	e.mu.Unlock()
+	c.touch(id.key)
+	c.evict()
+}
+
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Slice returns the bytes of key at [off, off+n) without copying when they
@@ -125,7 +156,7 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch F
 	return blk[in:to], true, nil
 }
 
-// writeDirect writes a staged block, bypassing the page cache when the
+// writeDirect writes a staged block (e.dmu held, e.mu not), bypassing the page cache when the
 // block is aligned (O_DIRECT): filling the cache must not fill the page
 // cache with dirty pages that the kernel then throttles everyone on.
 func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
@@ -154,11 +185,18 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 		}
 		// The file system refuses O_DIRECT (tmpfs): fall back.
 	}
+	e.mu.Lock()
 	f, err := c.file(e)
 	if err != nil {
+		e.mu.Unlock()
 		return err
 	}
+	e.io++
+	e.mu.Unlock()
 	_, err = f.WriteAt(data, off)
+	e.mu.Lock()
+	e.io--
 	c.doneFile(e)
+	e.mu.Unlock()
 	return err
 }

@@ -69,6 +69,12 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 			// The kernel may run many requests at once; the share serves
 			// them concurrently.
 			MaxBackground: 64,
+			// Reads are served from memory (ReadResultData), never from a
+			// descriptor that splice could move: without this, go-fuse
+			// sets up a pipe for every read before it finds that out, and
+			// for a 1 MiB read (more than the default pipe-max-size) fails
+			// to grow the pipe and logs it.
+			DisableSplice: true,
 		},
 		// Each entry carries its own timeouts, from its path's mode.
 		EntryTimeout:    &zero,
@@ -81,6 +87,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
 	}
 	m.server = server
+	raiseReadAhead(dir, opts.Log)
 	v.SetNotifier(func(g string) { m.forgetKernel(root, g) })
 	return m, nil
 }
