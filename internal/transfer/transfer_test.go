@@ -129,8 +129,9 @@ func TestCopyTree(t *testing.T) {
 }
 
 // interruptedCopy copies a new file of 8 MiB to pando://t/data/f at
-// 8 MB/s, checkpointing often, and cancels the copy after 400 ms. It
-// returns the source, its size and the journal's path.
+// 8 MB/s, checkpointing often, and cancels the copy once its journal holds
+// a part of the file. It returns the source, its size and the journal's
+// path.
 func interruptedCopy(t *testing.T, o Options) (string, int64, string) {
 	t.Helper()
 	o.Checkpoint = 20 * time.Millisecond
@@ -138,13 +139,19 @@ func interruptedCopy(t *testing.T, o Options) (string, int64, string) {
 	src := filepath.Join(t.TempDir(), "f")
 	size := int64(8<<20 + 777)
 	testenv.MakeFile(t, src, size)
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	jp := journalPath(o.JournalDir, src, "pando://t/data/f")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	o.Progress = func(Progress) {
+		if _, _, committed, err := ReadJournal(jp); err == nil && committed > 0 {
+			cancel()
+		}
+	}
 	_, err := Copy(ctx, []string{src}, "pando://t/data/f", o)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "--resume") {
 		t.Fatalf("interrupted copy: %v", err)
 	}
-	return src, size, journalPath(o.JournalDir, src, "pando://t/data/f")
+	return src, size, jp
 }
 
 // TestResumeMovesOnlyMissing interrupts a copy (cancelled context), then
