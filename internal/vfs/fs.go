@@ -349,6 +349,17 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 	if v.unlisted(ctx, p, pol) {
 		return wire.Attr{}, syscall.ENOENT
 	}
+	if v.listParent(ctx, p, pol) {
+		v.mu.Lock()
+		e, ok := v.attrs[p]
+		v.mu.Unlock()
+		if ok && !e.neg && v.freshFor(ctx, p, pol, e.at) {
+			return v.localAttr(p, e.a), nil
+		}
+		if v.unlisted(ctx, p, pol) {
+			return wire.Attr{}, syscall.ENOENT
+		}
+	}
 	if !ok && pol.Mode == Immutable {
 		// Immutable data is never revalidated: what an earlier run of
 		// the agent learnt is still true.
@@ -411,6 +422,35 @@ func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
 		v.attrs[p] = attrEntry{at: d.at, neg: true}
 	}
 	return !has
+}
+
+// listParentMax is the size of the largest directory (as stat gives it:
+// about 100 entries a 4 KiB block) that listParent lists.
+const listParentMax = 32 << 10
+
+// listParent lists p's directory instead of asking for p's attributes
+// alone, when the directory is small and its listing not cached: a lookup
+// that misses (a compiler searching its include path) or a sibling looked
+// up next (make stat'ing every header) then costs no round trip more. It
+// reports whether the listing was fetched. Only under window and poll,
+// whose listings are trusted for a time; under callback a listing would
+// take a hold on the whole directory.
+func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
+	if pol.Mode != Window && pol.Mode != Poll {
+		return false
+	}
+	dir := path.Dir(p)
+	if dir == p || dir == "/" {
+		return false
+	}
+	v.mu.Lock()
+	d, ok := v.attrs[dir]
+	v.mu.Unlock()
+	if !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax {
+		return false
+	}
+	_, err := v.ReadDir(ctx, dir)
+	return err == nil
 }
 
 // KernelTimeout is how long the kernel may keep p's entry and attributes:
