@@ -239,9 +239,14 @@ func (v *FS) setFetched(p string, a wire.Attr, g uint64) {
 
 // setOwn caches attributes that a change of this agent's got in reply,
 // unless a share told the agent to drop something since the change was
-// sent (d, from dropCount).
+// sent (d, from dropCount). Answers fetched before the change (a listing
+// of p's directory under way) are not cached after it either: they may
+// hold p's attributes from before it.
 func (v *FS) setOwn(p string, a wire.Attr, d uint64) {
-	v.setIf(p, a, func() bool { return v.drops == d })
+	v.setIf(p, a, func() bool {
+		v.gen++
+		return v.drops == d
+	})
 }
 
 // made records that this agent made p, whose attributes a came in reply to
@@ -553,9 +558,11 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	}
 	v.dirs[p] = dirEntry{entries: entries, at: now}
 	for _, e := range entries {
-		if e.Attr.Ino != 0 {
-			v.attrs[path.Join(p, e.Name)] = attrEntry{a: e.Attr, at: now}
+		kid := path.Join(p, e.Name)
+		if old, ok := v.attrs[kid]; e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
+			continue // never back to an older version
 		}
+		v.attrs[kid] = attrEntry{a: e.Attr, at: now}
 	}
 	v.mu.Unlock()
 	for _, e := range entries {
