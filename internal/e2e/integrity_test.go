@@ -192,6 +192,9 @@ func TestRandomIntegrity(t *testing.T) {
 			}
 			compareTrees(t, mnt, ref)
 			compareTrees(t, filepath.Join(root, mode), ref)
+			if t.Failed() {
+				t.Logf("the agent said:\n%s", a.proc.output())
+			}
 		})
 	}
 }

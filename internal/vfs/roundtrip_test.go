@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/wan"
@@ -208,18 +207,8 @@ func TestConnectBeforeUse(t *testing.T) {
 	d := testenv.New(t, "uva")
 	root := d.AddShare("alpha")
 	os.WriteFile(filepath.Join(root, "s.c"), []byte("x"), 0o644)
-	c, err := client.New(d.Admin, client.Options{Streams: 1, Session: "connect-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ch, err := cache.Open(cache.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	v := New(c, ch, Options{Consistency: Consistency{Mode: Poll, Period: time.Minute}})
-	t.Cleanup(v.Close)
+	v, c := newFSWith(t, d, client.Options{Streams: 1, Session: "connect-test"},
+		Options{Consistency: Consistency{Mode: Poll, Period: time.Minute}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	v.Connect(ctx)

@@ -19,8 +19,13 @@ import (
 
 // newFS starts a file system over d's namespace with its own cache.
 func newFS(t *testing.T, d *testenv.Domain) (*FS, *client.Client) {
+	return newFSWith(t, d, client.Options{Streams: 1}, Options{})
+}
+
+// newFSWith is newFS with the client's and the file system's options.
+func newFSWith(t *testing.T, d *testenv.Domain, co client.Options, o Options) (*FS, *client.Client) {
 	t.Helper()
-	c, err := client.New(d.Admin, client.Options{Streams: 1})
+	c, err := client.New(d.Admin, co)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +35,7 @@ func newFS(t *testing.T, d *testenv.Domain) (*FS, *client.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	v := New(c, ch, Options{})
+	v := New(c, ch, o)
 	t.Cleanup(v.Close)
 	return v, c
 }
