@@ -259,26 +259,36 @@ func (v *FS) setOwn(p string, a wire.Attr, d uint64) {
 func (v *FS) made(p string, a wire.Attr, d uint64) {
 	dir, name := path.Split(p)
 	dir = path.Clean(dir)
+	mode := v.opts.policy(p).Mode
+	// All at once: a listing taken here and put back later could undo
+	// another change's drop of it (a rename into the directory).
 	v.mu.Lock()
 	l, listed := v.dirs[dir]
-	v.mu.Unlock()
-	v.forget(p)
-	v.setOwn(p, a, d)
-	if mode := v.opts.policy(p).Mode; !listed || (mode != Window && mode != Poll) {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, again := v.dirs[dir]; again || v.drops != d {
-		return // listed anew meanwhile, or the share said something changed
-	}
-	entries := make([]wire.DirEntry, 0, len(l.entries)+1)
-	for _, e := range l.entries {
-		if e.Name != name {
-			entries = append(entries, e)
+	v.gen++
+	delete(v.attrs, p)
+	delete(v.dirs, p)
+	delete(v.dirs, dir)
+	own := v.drops == d
+	if own {
+		v.attrs[p] = attrEntry{a: a, at: time.Now()}
+		if listed && (mode == Window || mode == Poll) {
+			entries := make([]wire.DirEntry, 0, len(l.entries)+1)
+			for _, e := range l.entries {
+				if e.Name != name {
+					entries = append(entries, e)
+				}
+			}
+			v.dirs[dir] = dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at}
 		}
 	}
-	v.dirs[dir] = dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at}
+	v.mu.Unlock()
+	v.cache.PutMeta(cache.MetaDir, p, nil)
+	v.cache.PutMeta(cache.MetaDir, dir, nil)
+	if own {
+		v.persistAttr(p, a)
+	} else {
+		v.cache.PutMeta(cache.MetaAttr, p, nil)
+	}
 }
 
 // setIf caches a as p's attributes if ok (called under v.mu) holds.
