@@ -193,17 +193,21 @@ func (v *FS) Key(ctx context.Context, p string, a wire.Attr) (string, error) {
 	return loc.Share + "/" + strconv.FormatUint(a.Ino, 10), nil
 }
 
-// forget drops cached attributes of p and the listing of its parent.
+// forget drops cached attributes of p and the listing and attributes of
+// its parent (whose version the change moved on: a listing persisted
+// before it must not pass for current).
 func (v *FS) forget(p string) {
 	v.mu.Lock()
 	v.gen++
 	delete(v.attrs, p)
 	delete(v.dirs, p)
 	delete(v.dirs, path.Dir(p))
+	delete(v.attrs, path.Dir(p))
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaAttr, p, nil)
 	v.cache.PutMeta(cache.MetaDir, p, nil)
 	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
 }
 
 // forgetTree drops everything cached at or below p (after a rename).
@@ -221,10 +225,12 @@ func (v *FS) forgetTree(p string) {
 		}
 	}
 	delete(v.dirs, path.Dir(p))
+	delete(v.attrs, path.Dir(p))
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaAttr, p, nil)
 	v.cache.PutMeta(cache.MetaDir, p, nil)
 	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
 }
 
 func (v *FS) setAttr(p string, a wire.Attr) {
@@ -268,6 +274,7 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 	delete(v.attrs, p)
 	delete(v.dirs, p)
 	delete(v.dirs, dir)
+	delete(v.attrs, dir)
 	own := v.drops == d
 	if own {
 		v.attrs[p] = attrEntry{a: a, at: time.Now()}
@@ -284,6 +291,7 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaDir, p, nil)
 	v.cache.PutMeta(cache.MetaDir, dir, nil)
+	v.cache.PutMeta(cache.MetaAttr, dir, nil)
 	if own {
 		v.persistAttr(p, a)
 	} else {
@@ -526,8 +534,8 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	// A listing from before (this run or an earlier one) is still good if
 	// the directory has not changed since: its version says so, and
 	// checking that costs one getattr instead of the whole listing.
+	g := v.generation() // before the persisted listing is read: see forget
 	if l, found := v.persistedListing(p); found {
-		g := v.generation()
 		if pol.Mode == Immutable {
 			v.mu.Lock()
 			v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
@@ -543,7 +551,7 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 			return l.Entries, nil
 		}
 	}
-	g := v.generation()
+	g = v.generation()
 	entries, dirAttr, err := v.c.ReadDirAttr(ctx, p)
 	if err != nil {
 		return nil, err
