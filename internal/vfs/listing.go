@@ -1,0 +1,225 @@
+package vfs
+
+import (
+	"context"
+	"path"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/wire"
+)
+
+// dirEntry is a directory listing cached in memory. Listings are also
+// persisted, kept up to date by this agent's own creates, and answer
+// lookups (missing names, siblings in small directories) without a round
+// trip.
+type dirEntry struct {
+	entries []wire.DirEntry
+	at      time.Time
+	names   map[string]bool // the entries' names, made at the first lookup that needs them
+}
+
+// has reports whether the listing names name.
+func (d *dirEntry) has(name string) bool {
+	if d.names == nil {
+		d.names = make(map[string]bool, len(d.entries))
+		for _, e := range d.entries {
+			d.names[e.Name] = true
+		}
+	}
+	return d.names[name]
+}
+
+// made records that this agent made p, whose attributes a came in reply to
+// a change sent when the drop count was d: p's attributes are cached as
+// setOwn does, and under window and poll, whose listings are trusted for a
+// time whatever happens meanwhile, the cached listing of p's directory
+// keeps its age and gains p instead of being dropped, so that the lookups
+// that follow a create (make looking for its next object) still cost no
+// round trip.
+func (v *FS) made(p string, a wire.Attr, d uint64) {
+	dir, name := path.Split(p)
+	dir = path.Clean(dir)
+	mode := v.opts.policy(p).Mode
+	// All at once: a listing taken here and put back later could undo
+	// another change's drop of it (a rename into the directory).
+	v.mu.Lock()
+	l, listed := v.dirs[dir]
+	v.gen++
+	delete(v.attrs, p)
+	delete(v.dirs, p)
+	delete(v.dirs, dir)
+	delete(v.attrs, dir)
+	own := v.drops == d
+	if own {
+		v.attrs[p] = attrEntry{a: a, at: time.Now()}
+		if listed && (mode == Window || mode == Poll) {
+			entries := make([]wire.DirEntry, 0, len(l.entries)+1)
+			for _, e := range l.entries {
+				if e.Name != name {
+					entries = append(entries, e)
+				}
+			}
+			v.dirs[dir] = dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at}
+		}
+	}
+	v.mu.Unlock()
+	v.cache.PutMeta(cache.MetaDir, p, nil)
+	v.cache.PutMeta(cache.MetaDir, dir, nil)
+	v.cache.PutMeta(cache.MetaAttr, dir, nil)
+	if own {
+		v.persistAttr(p, a)
+	} else {
+		v.cache.PutMeta(cache.MetaAttr, p, nil)
+	}
+}
+
+// listing is a directory listing as persisted: the entries and the
+// directory's version they belong to.
+type listing struct {
+	Dir     wire.Attr       `cbor:"1,keyasint"`
+	Entries []wire.DirEntry `cbor:"2,keyasint"`
+}
+
+func (v *FS) persistedListing(p string) (listing, bool) {
+	b := v.cache.GetMeta(cache.MetaDir, p)
+	var l listing
+	if b == nil || wire.Unmarshal(b, &l) != nil {
+		return l, false
+	}
+	return l, true
+}
+
+// unlisted reports whether a fresh listing of p's parent says that p does
+// not exist: a lookup of a name that is not there (make looking for an
+// object it has not built yet, a search path) then costs no round trip.
+// The listing's freshness is judged under p's mode; what the listing says
+// of names that are there went into the attribute cache with it.
+func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
+	if pol.Mode == Strict {
+		return false
+	}
+	dir, name := path.Split(p)
+	dir = path.Clean(dir)
+	v.mu.Lock()
+	d, ok := v.dirs[dir]
+	v.mu.Unlock()
+	if !ok || !v.freshFor(ctx, dir, pol, d.at) {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d, ok = v.dirs[dir]
+	if !ok {
+		return false
+	}
+	has := d.has(name)
+	v.dirs[dir] = d
+	if !has {
+		// As old as the listing: the kernel's copy of the answer ends
+		// with the listing's window (KernelTimeout), not D after now.
+		v.attrs[p] = attrEntry{at: d.at, neg: true}
+	}
+	return !has
+}
+
+// listParentMax is the size of the largest directory (as stat gives it:
+// about 100 entries a 4 KiB block) that listParent lists.
+const listParentMax = 32 << 10
+
+// listParent lists p's directory instead of asking for p's attributes
+// alone, when the directory is small and its listing not cached: a lookup
+// that misses (a compiler searching its include path) or a sibling looked
+// up next (make stat'ing every header) then costs no round trip more. It
+// reports whether the listing was fetched. Only under window and poll,
+// whose listings are trusted for a time; under callback a listing would
+// take a hold on the whole directory.
+func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
+	if pol.Mode != Window && pol.Mode != Poll {
+		return false
+	}
+	dir := path.Dir(p)
+	if dir == p || dir == "/" {
+		return false
+	}
+	v.mu.Lock()
+	d, ok := v.attrs[dir]
+	v.mu.Unlock()
+	if !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax {
+		return false
+	}
+	_, err := v.ReadDir(ctx, dir)
+	return err == nil
+}
+
+// ReadDir lists p with attributes, from the listing cache while fresh.
+func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
+	pol := v.opts.policy(p)
+	v.mu.Lock()
+	d, ok := v.dirs[p]
+	v.mu.Unlock()
+	if ok && v.freshFor(ctx, p, pol, d.at) {
+		return d.entries, nil
+	}
+	// A listing from before (this run or an earlier one) is still good if
+	// the directory has not changed since: its version says so, and
+	// checking that costs one getattr instead of the whole listing.
+	g := v.generation() // before the persisted listing is read: see forget
+	if l, found := v.persistedListing(p); found {
+		if pol.Mode == Immutable {
+			v.mu.Lock()
+			v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
+			v.mu.Unlock()
+			return l.Entries, nil
+		}
+		if a, err := v.GetAttr(ctx, p); err == nil && a.Version == l.Dir.Version && a.Ino == l.Dir.Ino {
+			v.mu.Lock()
+			if v.gen == g {
+				v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
+			}
+			v.mu.Unlock()
+			return l.Entries, nil
+		}
+	}
+	g = v.generation()
+	entries, dirAttr, err := v.c.ReadDirAttr(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	v.mu.Lock()
+	if v.gen != g {
+		v.mu.Unlock()
+		return entries, nil // changed while we listed: use it, keep nothing
+	}
+	v.mu.Unlock()
+	if dirAttr.Ino != 0 {
+		if b, err := wire.Marshal(listing{Dir: dirAttr, Entries: entries}); err == nil {
+			v.cache.PutMeta(cache.MetaDir, p, b)
+		}
+		v.setFetched(p, dirAttr, g)
+	}
+	v.mu.Lock()
+	if v.gen != g {
+		v.mu.Unlock()
+		return entries, nil
+	}
+	v.dirs[p] = dirEntry{entries: entries, at: now}
+	for _, e := range entries {
+		kid := path.Join(p, e.Name)
+		if old, ok := v.attrs[kid]; e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
+			continue // never back to an older version
+		}
+		v.attrs[kid] = attrEntry{a: e.Attr, at: now}
+	}
+	v.mu.Unlock()
+	for _, e := range entries {
+		if e.Attr.Ino != 0 {
+			if b, err := wire.Marshal(e.Attr); err == nil {
+				v.cache.PutMeta(cache.MetaAttr, path.Join(p, e.Name), b)
+			}
+		}
+	}
+	return entries, nil
+}
