@@ -1,0 +1,140 @@
+package wire
+
+// The controller's messages: where paths live, shares, users, ACLs.
+
+// ResolveReq asks the controller where a global path lives and for a token.
+type ResolveReq struct {
+	Path string `cbor:"1,keyasint"`
+	// Proxy names a share that may present the token on the caller's
+	// behalf (for a third-party transfer from that share).
+	Proxy string `cbor:"2,keyasint,omitempty"`
+}
+
+// ResolveResp maps a global path to a share. If the path is above every
+// mount (a synthetic directory such as "/uva"), Share is empty and Children
+// lists the names below it.
+type ResolveResp struct {
+	Prefix    string   `cbor:"1,keyasint"` // the mount prefix that matched
+	Share     string   `cbor:"2,keyasint"`
+	SharePath string   `cbor:"3,keyasint"` // share-relative path of Prefix
+	Addrs     []string `cbor:"4,keyasint"` // where to dial the share
+	Token     []byte   `cbor:"5,keyasint"` // signed token for Prefix
+	Expires   int64    `cbor:"6,keyasint"` // token expiry, unix nanoseconds
+	Children  []string `cbor:"7,keyasint,omitempty"`
+}
+
+// MountEntry is one row of the mount table.
+type MountEntry struct {
+	Prefix    string `cbor:"1,keyasint"` // global, "/<domain>/..."
+	Share     string `cbor:"2,keyasint"`
+	SharePath string `cbor:"3,keyasint"`
+}
+
+// MountListResp lists the mount table.
+type MountListResp struct {
+	Domain  string       `cbor:"1,keyasint"`
+	Entries []MountEntry `cbor:"2,keyasint"`
+}
+
+// ShareRegisterReq registers (or re-registers) a share and asks for its
+// certificate. CSR may be empty when the share already holds a certificate
+// (then the caller must be that share).
+type ShareRegisterReq struct {
+	Name  string   `cbor:"1,keyasint"`
+	Addrs []string `cbor:"2,keyasint"`
+	CSR   []byte   `cbor:"3,keyasint,omitempty"`
+}
+
+// ShareRegisterResp gives the share what it needs to serve offline.
+type ShareRegisterResp struct {
+	Cert     []byte `cbor:"1,keyasint,omitempty"`
+	CA       []byte `cbor:"2,keyasint"`
+	TokenKey []byte `cbor:"3,keyasint"` // ed25519 public key
+	Domain   string `cbor:"4,keyasint"`
+}
+
+// ShareInfo describes a registered share.
+type ShareInfo struct {
+	Name     string   `cbor:"1,keyasint"`
+	Addrs    []string `cbor:"2,keyasint"`
+	Online   bool     `cbor:"3,keyasint"`
+	LastSeen int64    `cbor:"4,keyasint"`
+}
+
+// ShareListResp lists shares.
+type ShareListResp struct {
+	Shares []ShareInfo `cbor:"1,keyasint"`
+}
+
+// UserAddReq creates a user (and their credentials).
+type UserAddReq struct {
+	Name   string   `cbor:"1,keyasint"`
+	Groups []string `cbor:"2,keyasint,omitempty"`
+	CSR    []byte   `cbor:"3,keyasint,omitempty"` // if empty, the controller makes the key
+}
+
+// UserAddResp returns the new user's credentials.
+type UserAddResp struct {
+	Cert []byte `cbor:"1,keyasint"`
+	Key  []byte `cbor:"2,keyasint,omitempty"`
+	CA   []byte `cbor:"3,keyasint"`
+}
+
+// UserInfo describes a user.
+type UserInfo struct {
+	Name    string   `cbor:"1,keyasint"`
+	Groups  []string `cbor:"2,keyasint,omitempty"`
+	Created int64    `cbor:"3,keyasint"`
+	Revoked int64    `cbor:"4,keyasint,omitempty"`
+}
+
+// UserListResp lists users.
+type UserListResp struct {
+	Users []UserInfo `cbor:"1,keyasint"`
+}
+
+// UserRevokeReq revokes a user's certificates and tokens.
+type UserRevokeReq struct {
+	Name string `cbor:"1,keyasint"`
+}
+
+// ACLEntry is one line of an ACL; Who is "alice", "group:staff" or "anyone".
+type ACLEntry struct {
+	Who      string `cbor:"1,keyasint"`
+	Rights   string `cbor:"2,keyasint"`
+	Negative bool   `cbor:"3,keyasint,omitempty"`
+}
+
+// ACLResp returns the ACL set on a prefix and the caller's effective rights there.
+type ACLResp struct {
+	Path      string     `cbor:"1,keyasint"`
+	Entries   []ACLEntry `cbor:"2,keyasint"`
+	Effective string     `cbor:"3,keyasint"`
+	// Inherited lists the ACLs of the prefixes above Path that also apply.
+	Inherited map[string][]ACLEntry `cbor:"4,keyasint,omitempty"`
+}
+
+// ACLSetReq changes one entry of the ACL on Path (Rights "none" removes it),
+// or replaces the whole ACL when Replace is set.
+type ACLSetReq struct {
+	Path    string     `cbor:"1,keyasint"`
+	Entries []ACLEntry `cbor:"2,keyasint"`
+	Replace bool       `cbor:"3,keyasint,omitempty"`
+}
+
+// Revocation is pushed to shares on OpWatch: tokens of Principal issued
+// before Before (unix nanoseconds) are void, and so are certificates with the
+// listed serials. An empty Principal with Before set voids every token
+// issued before it (an ACL change).
+type Revocation struct {
+	Principal string   `cbor:"1,keyasint,omitempty"`
+	Before    int64    `cbor:"2,keyasint"`
+	Serials   []string `cbor:"3,keyasint,omitempty"`
+}
+
+// WhoAmIResp tells a client who the controller thinks it is.
+type WhoAmIResp struct {
+	Principal string   `cbor:"1,keyasint"`
+	Domain    string   `cbor:"2,keyasint"`
+	Groups    []string `cbor:"3,keyasint,omitempty"`
+}
