@@ -18,7 +18,6 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
-	"golang.org/x/sys/unix"
 )
 
 // Options size a cache.
@@ -550,59 +549,6 @@ type Fetcher func(ctx context.Context, p []byte, off int64) (int, error)
 
 // ErrBadBlock is returned by readBlock for a block whose CRC does not match.
 var ErrBadBlock = errors.New("cached block failed its checksum")
-
-// Persist makes what the cache holds of key durable: its data file is
-// synced and the index, dirty ranges included, committed. A close that
-// keeps written data back (write mode back) returns only after this.
-func (c *Cache) Persist(key string) error {
-	c.mu.Lock()
-	e := c.entries[key]
-	c.mu.Unlock()
-	if e != nil {
-		e.mu.Lock()
-		f, err := c.file(e)
-		if err == nil {
-			e.io++
-		}
-		e.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		err = unix.Fdatasync(int(f.Fd()))
-		e.mu.Lock()
-		e.io--
-		c.doneFile(e)
-		e.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("syncing the cache: %w", err)
-		}
-	}
-	c.flushMu.Lock()
-	defer c.flushMu.Unlock()
-	return c.flushIndex()
-}
-
-// Sync waits until every staged block has been written to disk (or
-// dropped); for tests and for a clean shutdown.
-func (c *Cache) Sync() {
-	for {
-		busy := len(c.staged) > 0
-		if !busy {
-			c.mu.Lock()
-			for _, e := range c.entries {
-				if e.pendingCount() > 0 {
-					busy = true
-					break
-				}
-			}
-			c.mu.Unlock()
-		}
-		if !busy {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func (e *entry) pendingCount() int {
 	e.pmu.Lock()
