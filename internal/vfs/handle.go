@@ -178,26 +178,11 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 	h.openMu.Lock()
 	defer h.openMu.Unlock()
 	h.mu.Lock()
-	if h.closed && h.remote == nil && h.reader == nil {
-		h.mu.Unlock()
-		return nil, syscall.EBADF
-	}
-	if write && h.remote != nil && h.rflags&wire.OpenWrite != 0 {
-		defer h.mu.Unlock()
-		return h.remote, nil
-	}
-	if !write {
-		if h.remote != nil && h.rflags&wire.OpenRead != 0 {
-			defer h.mu.Unlock()
-			return h.remote, nil
-		}
-		if h.reader != nil {
-			defer h.mu.Unlock()
-			return h.reader, nil
-		}
-	}
-	writeOnly := !write && h.remote != nil
+	f, writeOnly, err := h.held(write)
 	h.mu.Unlock()
+	if f != nil || err != nil {
+		return f, err
+	}
 	if writeOnly {
 		// A write-only handle: read through a second one.
 		f, err := h.v.c.Open(ctx, h.path, wire.OpenRead)
@@ -213,8 +198,6 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 	if write || wantsWrite(h.flags) {
 		flags = wire.OpenRead | wire.OpenWrite
 	}
-	var f *client.File
-	var err error
 	if size := h.attr.Size; flags == wire.OpenRead && size > 0 && size <= firstMax && !h.v.cache.Present(h.key, 0) {
 		// A small file not cached: its bytes come with the open, and a
 		// cold read costs one round trip instead of two (see fetch).
@@ -242,6 +225,25 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 	}
 	h.remote, h.rflags = f, flags
 	return f, nil
+}
+
+// held returns the open share handle that serves write, if there is one,
+// or whether the one missing is a second, read-only handle beside a
+// write-only one. h.mu is held.
+func (h *Handle) held(write bool) (f *client.File, writeOnly bool, err error) {
+	switch {
+	case h.closed && h.remote == nil && h.reader == nil:
+		return nil, false, syscall.EBADF
+	case write && h.remote != nil && h.rflags&wire.OpenWrite != 0:
+		return h.remote, false, nil
+	case write:
+		return nil, false, nil
+	case h.remote != nil && h.rflags&wire.OpenRead != 0:
+		return h.remote, false, nil
+	case h.reader != nil:
+		return h.reader, false, nil
+	}
+	return nil, h.remote != nil, nil
 }
 
 // firstMax is the largest file whose bytes an open asks for with it.
