@@ -137,6 +137,7 @@ func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) ([]byte, err
 		c.touch(key)
 		return nil, ErrBadBlock
 	}
+	delete(e.unchecked, idx)
 	e.mu.Unlock()
 	c.mem.put(blockID{key, idx}, buf)
 	return buf, nil
@@ -182,6 +183,7 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 		c.diskUsed.Add(c.opts.BlockSize)
 	}
 	e.rec.Blocks[idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
+	delete(e.unchecked, idx)
 	e.rec.Use = now
 	e.touchBlock(idx, now)
 	// A fetch that started while this block was written must not cache
@@ -530,7 +532,8 @@ func (c *Cache) evictFor(room int64) {
 	for _, e := range c.entries {
 		e.mu.Lock()
 		for idx := range e.rec.Blocks {
-			if e.dirtyBlock(idx, c.opts.BlockSize) {
+			// Nor blocks the kernel may be reading directly.
+			if e.backed > 0 || e.dirtyBlock(idx, c.opts.BlockSize) {
 				continue
 			}
 			u := max(e.rec.Use, e.hit.Load())
@@ -557,7 +560,7 @@ func (c *Cache) evictFor(room int64) {
 				return
 			}
 			cd.e.mu.Lock()
-			if _, ok := cd.e.rec.Blocks[cd.idx]; ok {
+			if _, ok := cd.e.rec.Blocks[cd.idx]; ok && cd.e.backed == 0 {
 				delete(cd.e.rec.Blocks, cd.idx)
 				c.diskUsed.Add(-c.opts.BlockSize)
 				c.mem.remove(blockID{cd.e.key, cd.idx})

@@ -46,9 +46,10 @@ type Cache struct {
 	mu       sync.Mutex
 	entries  map[string]*entry
 	flights  map[blockID]*flight
-	diskUsed atomic.Int64 // bytes of blocks on disk (changed with e.mu held)
-	mem      *memLRU      // has its own lock
-	clock    atomic.Int64 // logical time of last use, for LRU
+	diskUsed atomic.Int64  // bytes of blocks on disk (changed with e.mu held)
+	mem      *memLRU       // has its own lock
+	clock    atomic.Int64  // logical time of last use, for LRU
+	incs     atomic.Uint64 // names data files given out as backings
 
 	idxMu    sync.Mutex
 	flushMu  sync.Mutex                   // one index flush at a time, so Persist sees its records committed
@@ -118,6 +119,15 @@ type entry struct {
 	// dropped: a fetch that started before must not cache what it got.
 	gen atomic.Uint64
 	wmu sync.Mutex // serialises WriteAt and Truncate of this file
+
+	// unchecked holds the blocks found on disk at start that have not
+	// been read (and so checked) since; backed counts the backings of
+	// the data file (named inc) the kernel may be reading directly;
+	// retired are data files given up while reads of them were under way.
+	unchecked map[int64]struct{}
+	backed    int
+	inc       uint64
+	retired   []*os.File
 }
 
 func (e *entry) pendingBlock(idx int64) []byte {
@@ -189,7 +199,10 @@ func Open(opts Options) (*Cache, error) {
 		db.Close()
 		return nil, err
 	}
-	c.staged = make(chan blockID, 256)
+	// As many staged blocks as the memory layer holds: a block dropped
+	// from the queue stays in memory only, and a file with such blocks
+	// cannot be read by the kernel from the data file (see Backing).
+	c.staged = make(chan blockID, max(256, opts.MemoryBytes/opts.BlockSize))
 	c.writerDone = make(chan struct{})
 	c.writerQuit = make(chan struct{})
 	go c.flusher()
@@ -215,7 +228,10 @@ func (c *Cache) load() error {
 			if rec.Blocks == nil {
 				rec.Blocks = make(map[int64]blockInfo)
 			}
-			e := &entry{key: string(k), rec: rec}
+			e := &entry{key: string(k), rec: rec, unchecked: make(map[int64]struct{}, len(rec.Blocks))}
+			for idx := range rec.Blocks {
+				e.unchecked[idx] = struct{}{}
+			}
 			c.entries[e.key] = e
 			c.diskUsed.Add(int64(len(rec.Blocks)) * c.opts.BlockSize)
 			if rec.Use > c.clock.Load() {
@@ -240,6 +256,10 @@ func (c *Cache) Close() error {
 			e.f.Close()
 			e.f = nil
 		}
+		for _, f := range e.retired {
+			f.Close()
+		}
+		e.retired = nil
 		e.mu.Unlock()
 	}
 	c.mu.Unlock()
@@ -372,6 +392,12 @@ func (c *Cache) file(e *entry) (*os.File, error) {
 // doneFile closes the data file of an entry nobody has open (e.mu held):
 // a cache of many files must not hold a descriptor for each.
 func (c *Cache) doneFile(e *entry) {
+	if e.io == 0 && e.retired != nil {
+		for _, f := range e.retired {
+			f.Close()
+		}
+		e.retired = nil
+	}
 	if e.pins == 0 && e.io == 0 && e.f != nil {
 		e.f.Close()
 		e.f = nil
@@ -450,6 +476,7 @@ func (c *Cache) dropBlocksLocked(e *entry, from int64) {
 		}
 	}
 	if from == 0 && len(e.rec.Blocks) == 0 {
+		c.detach(e)
 		if f, err := c.file(e); err == nil {
 			_ = f.Truncate(0)
 		}

@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,6 +12,21 @@ import (
 // only: it is a cache, and readers must not wait for the disk.
 // It reports false, caching nothing, if the entry changed since gen.
 func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64) bool {
+	if !c.hold(e, key, idx, data, gen) {
+		return false
+	}
+	select {
+	case c.staged <- blockID{key, idx}:
+	default:
+		e.dropPending(idx)
+	}
+	return true
+}
+
+// hold makes a block readable from memory and marks it as waiting for
+// the disk (the caller writes it, or has the writer do so). It reports
+// false, holding nothing, if the entry changed since gen.
+func (c *Cache) hold(e *entry, key string, idx int64, data []byte, gen uint64) bool {
 	e.mu.Lock()
 	if e.gen.Load() != gen {
 		e.mu.Unlock()
@@ -32,11 +46,6 @@ func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64) 
 	e.pending[idx] = data
 	e.pmu.Unlock()
 	e.mu.Unlock()
-	select {
-	case c.staged <- blockID{key, idx}:
-	default:
-		e.dropPending(idx)
-	}
 	return true
 }
 
@@ -66,8 +75,8 @@ func (c *Cache) writeStaged(id blockID) {
 	c.mu.Lock()
 	e := c.entries[id.key]
 	c.mu.Unlock()
-	if e == nil {
-		return
+	if e == nil || e.pendingBlock(id.idx) == nil {
+		return // dropped, superseded or written meanwhile
 	}
 	// Make room first: evicting only after the block is recorded
 	// would let the cache's disk use pass its bound meanwhile.
@@ -103,6 +112,7 @@ func (c *Cache) writeStaged(id blockID) {
 		// Still the staged block: record it.
 		c.diskUsed.Add(c.opts.BlockSize)
 		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
+		delete(e.unchecked, id.idx)
 		e.touchBlock(id.idx, c.clock.Add(1))
 	default:
 		// Dropped (truncate, new version) while it was written: free
@@ -156,35 +166,13 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch F
 	return blk[in:to], true, nil
 }
 
-// writeDirect writes a staged block (e.dmu held, e.mu not), bypassing the page cache when the
-// block is aligned (O_DIRECT): filling the cache must not fill the page
-// cache with dirty pages that the kernel then throttles everyone on.
+// writeDirect writes a staged block (e.dmu held, e.mu not) and starts its
+// write-back at once: filling the cache must not pile up dirty pages that
+// the kernel then throttles everyone on. The block stays in the page
+// cache (clean once written back), so that a reader the kernel serves
+// from the data file directly (passthrough) finds it there, as large
+// folios, rather than on disk.
 func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
-	const align = 4096
-	if len(data)%align == 0 && off%align == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%align == 0 {
-		fd, err := unix.Open(c.dataPath(e.key), unix.O_WRONLY|unix.O_CREAT|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
-		if err == nil {
-			for len(data) > 0 {
-				n, werr := unix.Pwrite(fd, data, off)
-				if werr == unix.EINTR {
-					continue
-				}
-				if werr != nil {
-					err = werr
-					break
-				}
-				data, off = data[n:], off+int64(n)
-			}
-			unix.Close(fd)
-			if err == nil {
-				return nil
-			}
-		}
-		if len(data) == 0 {
-			return err
-		}
-		// The file system refuses O_DIRECT (tmpfs): fall back.
-	}
 	e.mu.Lock()
 	f, err := c.file(e)
 	if err != nil {
@@ -194,6 +182,9 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 	e.io++
 	e.mu.Unlock()
 	_, err = f.WriteAt(data, off)
+	if err == nil {
+		_ = unix.SyncFileRange(int(f.Fd()), off, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
+	}
 	e.mu.Lock()
 	e.io--
 	c.doneFile(e)

@@ -1,0 +1,191 @@
+package cache
+
+import (
+	"errors"
+	"io"
+	"os"
+)
+
+// Backing opens key's data file read-only for the kernel to read directly
+// (FUSE passthrough), if the file holds the whole of version: every block
+// on disk, each one checked against its CRC32C in this run of the agent,
+// and nothing dirty. Blocks held only in memory are written out first;
+// blocks that were on disk when the agent started and have not been read
+// since are checked now, and a bad one is dropped and Backing fails (the
+// reader then goes through the cache, which fetches the block again).
+//
+// While a backing is out (until Unback with the same gen), the file's
+// blocks are not evicted, and a change that drops them (a new version)
+// gives the file a new data file instead of punching the one the kernel
+// reads: a reader that has it open keeps reading the version it opened,
+// as it would from the page cache. gen names the data file: two backings
+// with the same gen are the same file.
+func (c *Cache) Backing(key string, version uint64) (f *os.File, gen uint64, ok bool) {
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e == nil {
+		return nil, 0, false
+	}
+	e.mu.Lock()
+	if e.rec.Version != version || len(e.rec.Dirty) > 0 {
+		e.mu.Unlock()
+		return nil, 0, false
+	}
+	g := e.gen.Load()
+	size := e.rec.Size
+	n := (size + c.opts.BlockSize - 1) / c.opts.BlockSize
+	var missing, unchecked []int64
+	for idx := range n {
+		if _, on := e.rec.Blocks[idx]; !on {
+			missing = append(missing, idx)
+		} else if _, bad := e.unchecked[idx]; bad {
+			unchecked = append(unchecked, idx)
+		}
+	}
+	e.mu.Unlock()
+	for _, idx := range missing {
+		data := c.mem.get(blockID{key, idx})
+		if data == nil {
+			data = e.pendingBlock(idx)
+		}
+		if data == nil {
+			// Written by the disk writer since (and gone from memory)?
+			// The check under e.mu below tells.
+			continue
+		}
+		if !c.hold(e, key, idx, data, g) {
+			return nil, 0, false
+		}
+		c.writeStaged(blockID{key, idx})
+	}
+	for _, idx := range unchecked {
+		if !c.check(e, idx) {
+			return nil, 0, false
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gen.Load() != g || e.rec.Version != version || len(e.rec.Dirty) > 0 || e.rec.Size != size {
+		return nil, 0, false
+	}
+	for idx := range n {
+		if _, on := e.rec.Blocks[idx]; !on {
+			return nil, 0, false
+		}
+	}
+	df, err := c.file(e)
+	if err != nil {
+		return nil, 0, false
+	}
+	// The kernel reads up to the data file's end: it must be the file's.
+	if st, err := df.Stat(); err != nil || st.Size() != size && df.Truncate(size) != nil {
+		return nil, 0, false
+	}
+	f, err = os.Open(c.dataPath(key))
+	if err != nil {
+		return nil, 0, false
+	}
+	if e.inc == 0 {
+		e.inc = c.incs.Add(1)
+	}
+	e.backed++
+	return f, e.inc, true
+}
+
+// Holds reports whether a file of size bytes fits in the disk layer
+// comfortably (in half of it), so that it can stay there whole.
+func (c *Cache) Holds(size int64) bool { return size <= c.opts.DiskBytes/2 }
+
+// Whole reports whether Backing would give out key's data file for
+// version without writing or checking anything first.
+func (c *Cache) Whole(key string, version uint64) bool {
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.Version != version || len(e.rec.Dirty) > 0 || len(e.unchecked) > 0 {
+		return false
+	}
+	for idx := range (e.rec.Size + c.opts.BlockSize - 1) / c.opts.BlockSize {
+		if _, on := e.rec.Blocks[idx]; !on {
+			return false
+		}
+	}
+	return true
+}
+
+// Unback ends a backing that Backing gave out.
+func (c *Cache) Unback(key string, gen uint64) {
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.inc == gen && e.backed > 0 {
+		e.backed--
+	}
+	e.mu.Unlock()
+}
+
+// check reads block idx of e from disk and compares its CRC32C, without
+// keeping it in memory; a bad block is dropped.
+func (c *Cache) check(e *entry, idx int64) bool {
+	e.mu.Lock()
+	info, ok := e.rec.Blocks[idx]
+	f, err := c.file(e)
+	if !ok || err != nil {
+		e.mu.Unlock()
+		return false
+	}
+	e.io++
+	e.mu.Unlock()
+	buf := make([]byte, info.Len)
+	_, rerr := f.ReadAt(buf, idx*c.opts.BlockSize)
+	good := (rerr == nil || errors.Is(rerr, io.EOF)) && crc(buf) == info.CRC
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.io--
+	c.doneFile(e)
+	if cur, still := e.rec.Blocks[idx]; !still || cur != info {
+		return false
+	}
+	if good {
+		delete(e.unchecked, idx)
+		return true
+	}
+	c.stats.bad.Add(1)
+	c.log.Warn("dropping a cached block that failed its checksum", "file", e.key, "block", idx)
+	if !e.dirtyBlock(idx, c.opts.BlockSize) {
+		delete(e.rec.Blocks, idx)
+		c.diskUsed.Add(-c.opts.BlockSize)
+		c.touch(e.key)
+	}
+	return false
+}
+
+// detach gives e a new, empty data file when the kernel may be reading
+// the current one directly (e.mu held): the old one lives on, unlinked,
+// for those readers, and goes when the last of them closes it.
+func (c *Cache) detach(e *entry) {
+	if e.backed == 0 {
+		return
+	}
+	_ = os.Remove(c.dataPath(e.key))
+	if e.f != nil {
+		if e.io == 0 {
+			e.f.Close()
+		} else {
+			e.retired = append(e.retired, e.f)
+		}
+		e.f = nil
+	}
+	e.backed = 0
+	e.inc = c.incs.Add(1)
+}

@@ -1,0 +1,135 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"os"
+	"testing"
+)
+
+// fill caches the whole of r as version ver of key.
+func fill(t *testing.T, c *Cache, key string, ver uint64, r *remote) {
+	t.Helper()
+	c.Validate(key, ver, int64(len(r.data)), "/d/"+key)
+	got := make([]byte, len(r.data))
+	if _, err := c.ReadAt(context.Background(), key, got, 0, r.fetch); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+}
+
+func readAll(t *testing.T, f *os.File) []byte {
+	t.Helper()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBackingIsTheWholeVersion: a backing is given out only for a file
+// held whole; it reads exactly the file; a new version gets a new data
+// file while the backing keeps reading the old one; and blocks of a
+// backed file are never evicted.
+func TestBackingIsTheWholeVersion(t *testing.T) {
+	const bs = 4096
+	c := open(t, t.TempDir(), Options{BlockSize: bs, DiskBytes: 5 * bs, MemoryBytes: bs})
+	r := &remote{data: make([]byte, 3*bs+100)}
+	rand.Read(r.data)
+	c.Validate("f", 1, int64(len(r.data)), "/d/f")
+	if _, _, ok := c.Backing("f", 1); ok {
+		t.Fatal("a backing for a file not cached at all")
+	}
+	part := make([]byte, bs)
+	c.ReadAt(context.Background(), "f", part, 0, r.fetch)
+	if _, _, ok := c.Backing("f", 1); ok {
+		t.Fatal("a backing for a file cached in part")
+	}
+	fill(t, c, "f", 1, r)
+	if _, _, ok := c.Backing("f", 2); ok {
+		t.Fatal("a backing for another version")
+	}
+	f, gen, ok := c.Backing("f", 1)
+	if !ok {
+		t.Fatal("no backing for a file cached whole")
+	}
+	defer f.Close()
+	if !bytes.Equal(readAll(t, f), r.data) {
+		t.Fatal("the backing does not read the file")
+	}
+
+	// Another file needs more room than is left: the backed one keeps
+	// its blocks.
+	other := &remote{data: make([]byte, 3*bs)}
+	rand.Read(other.data)
+	fill(t, c, "g", 1, other)
+	c.Sync()
+	if !bytes.Equal(readAll(t, f), r.data) {
+		t.Fatal("eviction punched the data file under a backing")
+	}
+
+	// A new version: the backing keeps the old bytes, the cache the new.
+	v2 := &remote{data: bytes.Repeat([]byte("2"), 2*bs)}
+	fill(t, c, "f", 2, v2)
+	c.Sync()
+	if !bytes.Equal(readAll(t, f), r.data) {
+		t.Fatal("a new version changed the data file under a backing")
+	}
+	f2, gen2, ok := c.Backing("f", 2)
+	if !ok {
+		t.Fatal("no backing for the new version")
+	}
+	defer f2.Close()
+	if gen2 == gen || !bytes.Equal(readAll(t, f2), v2.data) {
+		t.Fatalf("the new version's backing (gen %d, was %d) does not read it", gen2, gen)
+	}
+	c.Unback("f", gen)
+	c.Unback("f", gen2)
+}
+
+// TestBackingChecksBlocksAfterRestart: blocks found on disk at start are
+// checked before the kernel may read them directly; a bad one is dropped.
+func TestBackingChecksBlocksAfterRestart(t *testing.T) {
+	const bs = 4096
+	dir := t.TempDir()
+	c, err := Open(Options{Dir: dir, BlockSize: bs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &remote{data: make([]byte, 3*bs)}
+	rand.Read(r.data)
+	fill(t, c, "f", 1, r)
+	c.Sync()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	df, err := os.OpenFile(dataFile(dir, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	df.WriteAt([]byte("garbage"), bs+10)
+	df.Close()
+	c2 := open(t, dir, Options{BlockSize: bs})
+	if _, _, ok := c2.Backing("f", 1); ok {
+		t.Fatal("a backing over a block that fails its checksum")
+	}
+	if c2.Stats().BadBlocks != 1 || c2.Present("f", 1) {
+		t.Fatal("the bad block was not dropped")
+	}
+	fill(t, c2, "f", 1, r)
+	f, gen, ok := c2.Backing("f", 1)
+	if !ok {
+		t.Fatal("no backing once the bad block was fetched again")
+	}
+	defer c2.Unback("f", gen)
+	defer f.Close()
+	if !bytes.Equal(readAll(t, f), r.data) {
+		t.Fatal("the backing does not read the file")
+	}
+}
+
+func dataFile(dir, key string) string {
+	c := &Cache{opts: Options{Dir: dir}}
+	return c.dataPath(key)
+}
