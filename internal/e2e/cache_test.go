@@ -196,3 +196,86 @@ func TestImmutableRestartCostsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPassthrough: a file the cache holds whole is read by the kernel from
+// the cache's data file (no read reaches the agent), and that never shows
+// stale or lost data: an open after a change at the share reads the new
+// version while an open from before keeps reading the old one whole, and
+// a write while the file is open for passthrough reading is seen by
+// readers and reaches the share.
+func TestPassthrough(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	v1 := make([]byte, 3<<20+4321)
+	rand.Read(v1)
+	share := filepath.Join(root, "f")
+	os.WriteFile(share, v1, 0o644)
+	a := mountAgent(t, d.admin, "--consistency", "window=1s")
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	a.settle(t, dir)
+	p := filepath.Join(dir, "f")
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, v1) {
+		t.Fatal("first read differs")
+	}
+	reads := func() float64 { return cacheStat(t, a, "Hits") + cacheStat(t, a, "Misses") }
+
+	// With the kernel's page cache dropped, a read that reached the agent
+	// would count as a hit or a miss.
+	before := reads()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		t.Fatal("cannot drop the page cache:", err)
+	}
+	old, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	head := make([]byte, 1<<20)
+	if _, err := old.ReadAt(head, 0); err != nil || !bytes.Equal(head, v1[:1<<20]) {
+		t.Fatalf("passthrough read: %v", err)
+	}
+	if n := reads(); n != before {
+		t.Errorf("a read of a file cached whole reached the agent (%v reads)", n-before)
+	}
+
+	// The file changes at the share, shorter; old stays open.
+	v2 := bytes.Repeat([]byte("version two "), 100000)
+	os.WriteFile(share, v2, 0o644)
+	time.Sleep(1200 * time.Millisecond)
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("an open after the change read %d bytes (%v), want the new %d", len(got), err, len(v2))
+	}
+	rest := make([]byte, len(v1)-len(head))
+	if _, err := old.ReadAt(rest, int64(len(head))); err != nil || !bytes.Equal(rest, v1[len(head):]) {
+		t.Errorf("an open from before the change no longer reads the version it opened: %v", err)
+	}
+
+	// A write while a reader has the file open.
+	reader, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("open for writing while the file is open for reading: %v", err)
+	}
+	if _, err := w.WriteAt([]byte("WRITTEN"), 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), v2...)
+	copy(want[5:], "WRITTEN")
+	got := make([]byte, 32)
+	if _, err := reader.ReadAt(got, 0); err != nil || !bytes.Equal(got, want[:32]) {
+		t.Errorf("an open reader reads %q after a write, want %q (%v)", got, want[:32], err)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+		t.Error("a new open does not read the written file")
+	}
+	if got, _ := os.ReadFile(share); !bytes.Equal(got, want) {
+		t.Error("the write did not reach the share")
+	}
+}

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -13,8 +14,16 @@ import (
 
 // file is an open file.
 type file struct {
-	h *vfs.Handle
-	m *Mount
+	h  *vfs.Handle
+	m  *Mount
+	n  *node
+	pt bool // opened in passthrough mode
+
+	// drop-behind of a sequential reader of a large file (see dropBehind)
+	dmu              sync.Mutex
+	read, maxEnd     int64 // bytes read, and the furthest end read
+	dropped          int64 // the kernel's pages before this are dropped
+	dropOK, dropSeen bool
 }
 
 var (
@@ -34,7 +43,41 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 	if err != nil {
 		return nil, f.m.fail("read", f.h.Path(), err)
 	}
+	f.dropBehind(off, int64(len(b)))
 	return fuse.ReadResultData(b), 0
+}
+
+// Drop-behind: a file the cache can hold whole will be read directly from
+// the cache's data file by the next open (passthrough), and the pages the
+// kernel keeps of the FUSE file would only be memory held twice, which
+// that open would then pay for dropping. So behind a sequential reader of
+// such a file they are dropped as it goes, dropLag behind the furthest
+// read, dropChunk at a time.
+const (
+	dropChunk = 64 << 20
+	dropLag   = 32 << 20
+)
+
+func (f *file) dropBehind(off, n int64) {
+	f.dmu.Lock()
+	if !f.dropSeen {
+		fl, a := f.h.Opened()
+		f.dropSeen = true
+		f.dropOK = !f.pt && !f.m.noPassthrough && fl&syscall.O_ACCMODE == syscall.O_RDONLY &&
+			a.Size >= dropAfterClose && f.h.Holdable()
+	}
+	f.read += n
+	f.maxEnd = max(f.maxEnd, off+n)
+	from, to := f.dropped, f.maxEnd-dropLag
+	// Sequential: nearly everything up to the furthest end was read.
+	ok := f.dropOK && to-from >= dropChunk && f.read >= f.maxEnd-f.maxEnd/8
+	if ok {
+		f.dropped = to
+	}
+	f.dmu.Unlock()
+	if ok {
+		go f.n.NotifyContent(from, to-from)
+	}
 }
 
 // Write writes into the cache (close mode) or to the share (through mode).
@@ -58,6 +101,7 @@ func (f *file) Flush(ctx context.Context) syscall.Errno {
 func (f *file) Release(ctx context.Context) syscall.Errno {
 	ctx = detach(ctx)
 	err := f.h.Release(context.WithoutCancel(ctx))
+	f.n.closed(f)
 	f.m.untrack(f)
 	return f.m.fail("release", f.h.Path(), err)
 }

@@ -30,12 +30,18 @@ type Mount struct {
 
 	mu    sync.Mutex
 	files map[*file]struct{}
+
+	noPassthrough bool
 }
 
 // Options configure a mount.
 type Options struct {
 	Log   *slog.Logger
 	Debug bool
+	// NoPassthrough has every read of a cached file go through the agent
+	// (and the kernel's page cache of the FUSE file), never directly to
+	// the cache's data file.
+	NoPassthrough bool
 }
 
 // Start mounts v at dir. A dead mount left at dir by an agent that died is
@@ -54,7 +60,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("cannot mount on %s: it is not a directory (create it first)", dir)
 	}
-	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{})}
+	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{}), noPassthrough: opts.NoPassthrough}
 	root := &node{m: m}
 	zero := time.Duration(0)
 	fopts := &fs.Options{

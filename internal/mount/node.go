@@ -17,7 +17,8 @@ import (
 // node is a file, directory or symlink of the namespace.
 type node struct {
 	fs.Inode
-	m *Mount
+	m  *Mount
+	pt passthrough // the kernel's I/O mode of the node's opens
 }
 
 var (
@@ -86,7 +87,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	p := n.gpath()
 	var a wire.Attr
 	var err error
-	if fh, ok := f.(*file); ok {
+	if fh := asFile(f); fh != nil {
 		a, err = fh.h.Getattr(ctx)
 	} else {
 		a, err = n.v().GetAttr(ctx, p)
@@ -119,7 +120,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	var a wire.Attr
 	var err error
 	if sz, ok := in.GetSize(); ok {
-		if fh, isFile := f.(*file); isFile {
+		if fh := asFile(f); fh != nil {
 			a, err = fh.h.Truncate(ctx, int64(sz))
 		} else {
 			a, err = n.v().SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: int64(sz)})
@@ -182,7 +183,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if flags&syscall.O_DIRECT != 0 {
 		ff |= fuse.FOPEN_DIRECT_IO
 	}
-	return n.m.track(&file{h: h, m: n.m}), ff, 0
+	fh, ff := n.open(h, flags, ff)
+	return fh, ff, 0
 }
 
 // Create creates and opens a file.
@@ -194,7 +196,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, n.m.fail("create", p, err)
 	}
 	ch := n.entry(ctx, p, a, out)
-	return ch, n.m.track(&file{h: h, m: n.m}), 0, 0
+	cn := ch.Operations().(*node)
+	fh, ff := cn.open(h, flags, 0)
+	return ch, fh, ff, 0
 }
 
 // Mkdir creates a directory.
@@ -286,7 +290,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 // Fsync on a node without a handle has nothing to send.
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	ctx = detach(ctx)
-	if fh, ok := f.(*file); ok {
+	if fh := asFile(f); fh != nil {
 		return fh.Fsync(ctx, flags)
 	}
 	return 0

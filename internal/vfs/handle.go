@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,7 +42,8 @@ type Handle struct {
 	attr    wire.Attr           // the file's attributes when it was opened
 	own     atomic.Uint64       // the newest version this handle's writes made
 	closed  bool
-	err     error // a failed write-back, reported at flush
+	err     error  // a failed write-back, reported at flush
+	backing uint64 // the cache data file the kernel reads directly, if any
 }
 
 // Open flags, from open(2).
@@ -542,6 +544,67 @@ func (h *Handle) Fsync(ctx context.Context) error {
 	return nil
 }
 
+// Backing returns the cache's data file for the kernel to read directly
+// (FUSE passthrough) instead of asking for each read, when the handle only
+// reads and the cache holds the whole of the version it opened; gen names
+// the data file (see cache.Backing). The handle keeps the backing until
+// Release; the caller closes f once the kernel has it.
+func (h *Handle) Backing() (f *os.File, gen uint64, ok bool) {
+	if wantsWrite(h.flags) || h.dirty {
+		return nil, 0, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.backing != 0 {
+		return nil, 0, false
+	}
+	if f, gen, ok = h.v.cache.Backing(h.key, h.attr.Version); ok {
+		h.backing = gen
+	}
+	return f, gen, ok
+}
+
+// Opened returns the handle's open flags and the file's attributes when
+// it was opened.
+func (h *Handle) Opened() (flags uint32, a wire.Attr) { return h.flags, h.attr }
+
+// Holdable reports whether the cache can hold the whole file, so that
+// later opens may read it directly (see Backing).
+func (h *Handle) Holdable() bool { return h.v.cache.Holds(h.attr.Size) }
+
+// Whole reports whether the cache holds the whole of the version this
+// handle has open, ready for Backing. With prepare, blocks held only in
+// memory are written to disk (and unchecked ones checked) to make it so.
+func (h *Handle) Whole(prepare bool) bool {
+	if h.dirty {
+		return false
+	}
+	ver := h.attr.Version
+	if v := h.own.Load(); v != 0 {
+		ver = v
+	}
+	if !prepare {
+		return h.v.cache.Whole(h.key, ver)
+	}
+	f, gen, ok := h.v.cache.Backing(h.key, ver)
+	if ok {
+		f.Close()
+		h.v.cache.Unback(h.key, gen)
+	}
+	return ok
+}
+
+// Unback gives up the backing that Backing returned.
+func (h *Handle) Unback() {
+	h.mu.Lock()
+	gen := h.backing
+	h.backing = 0
+	h.mu.Unlock()
+	if gen != 0 {
+		h.v.cache.Unback(h.key, gen)
+	}
+}
+
 // Release closes the handle: unsent data is sent first.
 func (h *Handle) Release(ctx context.Context) error {
 	h.waitOpen(ctx)
@@ -565,6 +628,7 @@ func (h *Handle) Release(ctx context.Context) error {
 			f.Close(ctx)
 		}
 	}
+	h.Unback()
 	h.v.cache.Unpin(h.key)
 	return err
 }

@@ -1,0 +1,158 @@
+package mount
+
+import (
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"pando.dev/pando/internal/vfs"
+)
+
+// FUSE passthrough: a file the cache holds whole is read by the kernel
+// straight from the cache's data file, at the speed of a local file (its
+// page cache keeps large folios, which a FUSE file's does not), with no
+// request reaching the agent.
+//
+// The kernel puts every open of an inode in one of two modes: cached (the
+// agent answers reads, the kernel keeps its own page cache) or
+// passthrough (all opens name the same backing file; those that must
+// still go through the agent ask for direct I/O). An open that breaks the
+// rule fails with EIO, so each node counts its opens by mode:
+//   - while passthrough opens are out, every new open is passthrough with
+//     the node's backing; it reads directly only if it is read-only and
+//     the cache's current data file is that backing, else it asks for
+//     direct I/O and the agent serves it (a writer; a reader of a newer
+//     version, while older readers keep the version they opened);
+//   - while cached opens are out, new opens are cached;
+//   - with none out, a read-only open of a whole cached file starts
+//     passthrough; any other open is cached.
+//
+// go-fuse drops its registration of the backing just after the agent's
+// Release of the last open returns, and reuses it for an open that comes
+// in between. The node therefore remembers the data file it last handed
+// out (last), and starts passthrough on a different one only after a
+// cached open has come and gone in between: that open, whatever go-fuse
+// held, was a cached open in the kernel, since the kernel drops an inode's
+// backing when its last passthrough file closes, before it tells us.
+type passthrough struct {
+	mu     sync.Mutex
+	refs   int      // passthrough opens out
+	cached int      // cached opens out
+	file   *os.File // the backing, while refs > 0
+	gen    uint64   // its data file
+	last   uint64   // the data file last handed out, if no cached open came since
+}
+
+// dropAfterClose is the size from which a file's page cache is dropped
+// after its last cached open (see closed): for smaller files dropping
+// it at the next open costs little.
+const dropAfterClose = 16 << 20
+
+// ptFile is an open file in passthrough mode.
+type ptFile struct {
+	*file
+}
+
+// PassthroughFd gives go-fuse the backing to register (called at most
+// once per open, only when the node has none registered).
+func (f *ptFile) PassthroughFd() (int, bool) {
+	pt := &f.n.pt
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.file == nil {
+		return -1, false
+	}
+	return int(pt.file.Fd()), true
+}
+
+// open decides an open's mode and returns its handle and open flags.
+func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
+	f := &file{h: h, m: n.m, n: n}
+	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && !n.m.noPassthrough
+	var bf *os.File
+	var gen uint64
+	var ok bool
+	if readOnly {
+		bf, gen, ok = h.Backing()
+	}
+	pt := &n.pt
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	switch {
+	case pt.refs > 0:
+		if ok {
+			bf.Close()
+		}
+		if !ok || gen != pt.gen {
+			h.Unback()
+			ff |= fuse.FOPEN_DIRECT_IO
+		}
+		pt.refs++
+		f.pt = true
+		n.m.track(f)
+		return &ptFile{f}, ff
+	case pt.cached == 0 && ok && (pt.last == 0 || pt.last == gen):
+		pt.refs, pt.file, pt.gen, pt.last = 1, bf, gen, gen
+		f.pt = true
+		n.m.track(f)
+		return &ptFile{f}, ff &^ fuse.FOPEN_KEEP_CACHE
+	default:
+		if ok {
+			bf.Close()
+			h.Unback()
+		}
+		pt.cached++
+		pt.last = 0
+		n.m.track(f)
+		return f, ff
+	}
+}
+
+// closed counts an open's end (at Release). When the last cached open of
+// a file the cache holds whole ends, the kernel's page cache of the FUSE
+// file is dropped, in the background: the next open will read the data
+// file directly, and would otherwise pay for dropping it in open(2), while
+// the memory is held twice meanwhile. Blocks held only in memory are
+// written to the data file first.
+func (n *node) closed(f *file) {
+	pt := &n.pt
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !f.pt {
+		fl, a := f.h.Opened()
+		big := fl&syscall.O_ACCMODE == syscall.O_RDONLY && a.Size >= dropAfterClose
+		if pt.cached--; pt.cached == 0 && pt.refs == 0 && !n.m.noPassthrough && big {
+			go func() {
+				if !f.h.Whole(true) {
+					return
+				}
+				// Not under a cached open that came meanwhile.
+				pt.mu.Lock()
+				defer pt.mu.Unlock()
+				if pt.cached == 0 {
+					n.NotifyContent(0, 0)
+				}
+			}()
+		}
+		return
+	}
+	if pt.refs--; pt.refs == 0 {
+		pt.file.Close()
+		pt.file = nil
+	}
+}
+
+// asFile returns the open file behind a handle go-fuse passes back, in
+// either mode (nil if there is none).
+func asFile(h fs.FileHandle) *file {
+	switch f := h.(type) {
+	case *file:
+		return f
+	case *ptFile:
+		return f.file
+	}
+	return nil
+}
