@@ -305,6 +305,50 @@ func (c *Cache) Prefetch(ctx context.Context, key string, idx int64, fetch Fetch
 	return err
 }
 
+// Fill caches data as the whole content of the given version of key,
+// learnt without a read (a directory listing that brought it): only if it
+// fits one block, nobody has the file open (its readers keep the version
+// they opened), no unsent data is cached, and the cache holds neither a
+// newer version nor this one's first block already. Data of an older
+// version is dropped. It reports whether it cached data (a copy of it).
+func (c *Cache) Fill(key string, version uint64, data []byte, name string) bool {
+	if len(data) == 0 || int64(len(data)) > c.opts.BlockSize {
+		return false
+	}
+	c.mu.Lock()
+	e := c.get(key)
+	if e.pins > 0 {
+		c.mu.Unlock()
+		return false
+	}
+	e.mu.Lock()
+	_, have := e.rec.Blocks[0]
+	if len(e.rec.Dirty) > 0 || e.rec.Version > version || e.rec.Version == version && (have || c.mem.has(blockID{key, 0}) || e.pendingBlock(0) != nil) {
+		e.mu.Unlock()
+		c.mu.Unlock()
+		return false
+	}
+	if e.rec.Version != version {
+		c.dropBlocksLocked(e, 0)
+		e.rec.Version = version
+	}
+	e.rec.Size = int64(len(data))
+	if name != "" {
+		e.rec.Name = name
+	}
+	// Whatever changes the entry from here (an open of another version,
+	// a write) moves gen on, and stage then caches nothing.
+	gen := e.gen.Load()
+	e.mu.Unlock()
+	c.touch(key)
+	c.mu.Unlock()
+	ok := c.stage(e, key, 0, append([]byte(nil), data...), gen)
+	if ok {
+		c.evict()
+	}
+	return ok
+}
+
 // ReadAt reads len(p) bytes of key at off, from the cache where present and
 // from fetch (whole blocks) where not. The file's size is the one last
 // given to Validate (or grown by WriteAt).

@@ -106,28 +106,41 @@ func (c *Client) ReadDir(ctx context.Context, gpath string) ([]wire.DirEntry, er
 // ReadDirAttr is ReadDir that also returns the directory's own attributes
 // (zero for namespace directories above the shares).
 func (c *Client) ReadDirAttr(ctx context.Context, gpath string) ([]wire.DirEntry, wire.Attr, error) {
+	entries, dir, _, err := c.ReadDirData(ctx, gpath, 0, 0)
+	return entries, dir, err
+}
+
+// ReadDirData is ReadDirAttr that also asks for the whole contents of the
+// small regular files listed (at most fileMax bytes each, budget in all;
+// 0: none), which it returns by name; each holds the bytes of the version
+// its entry's attributes name. A share that sends none (one that does not
+// know the request) is no error.
+func (c *Client) ReadDirData(ctx context.Context, gpath string, fileMax, budget uint32) ([]wire.DirEntry, wire.Attr, map[string][]byte, error) {
 	loc, err := c.Locate(ctx, gpath)
 	if err != nil {
-		return nil, wire.Attr{}, err
+		return nil, wire.Attr{}, nil, err
 	}
 	if syn, err := c.synthetic(ctx, loc); err != nil {
-		return nil, wire.Attr{}, err
+		return nil, wire.Attr{}, nil, err
 	} else if syn {
 		kids, err := c.children(ctx, loc.Global)
 		if err != nil {
-			return nil, wire.Attr{}, err
+			return nil, wire.Attr{}, nil, err
 		}
 		out := make([]wire.DirEntry, len(kids))
 		for i, k := range kids {
 			out[i] = wire.DirEntry{Name: k, Attr: synthDir}
 		}
-		return out, wire.Attr{}, nil
+		return out, wire.Attr{}, nil, nil
 	}
 	var resp wire.ReadDirResp
-	_, _, err = c.call(ctx, loc, wire.OpReadDir, func(tok uint32) any { return wire.PathReq{Tok: tok, Path: loc.Rel} }, nil, &resp, nil, nil, false)
+	raw, _, err := c.call(ctx, loc, wire.OpReadDir, func(tok uint32) any {
+		return wire.ReadDirReq{Tok: tok, Path: loc.Rel, DataMax: fileMax, DataBudget: budget}
+	}, nil, &resp, nil, nil, false)
 	if err != nil {
-		return nil, wire.Attr{}, named(err, loc)
+		return nil, wire.Attr{}, nil, named(err, loc)
 	}
+	data := splitListData(resp.Entries, raw, fileMax)
 	// Mounts nested below this directory show as directories too.
 	kids, err := c.children(ctx, loc.Global)
 	if err == nil {
@@ -138,7 +151,42 @@ func (c *Client) ReadDirAttr(ctx context.Context, gpath string) ([]wire.DirEntry
 		}
 	}
 	slices.SortFunc(resp.Entries, func(a, b wire.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-	return resp.Entries, resp.Dir, nil
+	return resp.Entries, resp.Dir, data, nil
+}
+
+// splitListData cuts a listing's data part into the contents of the
+// entries marked Data, in their order. Contents that were not asked for,
+// or that do not add up to the data part, are not trusted: none is
+// returned, and no entry keeps its mark.
+func splitListData(entries []wire.DirEntry, raw []byte, fileMax uint32) map[string][]byte {
+	var total int64
+	ok := fileMax > 0
+	for _, e := range entries {
+		if e.Data {
+			if e.Attr.Size <= 0 || e.Attr.Size > int64(fileMax) {
+				ok = false
+			}
+			total += e.Attr.Size
+		}
+	}
+	if !ok || total != int64(len(raw)) {
+		for i := range entries {
+			entries[i].Data = false
+		}
+		return nil
+	}
+	var data map[string][]byte
+	off := int64(0)
+	for _, e := range entries {
+		if e.Data {
+			if data == nil {
+				data = make(map[string][]byte)
+			}
+			data[e.Name] = raw[off : off+e.Attr.Size : off+e.Attr.Size]
+			off += e.Attr.Size
+		}
+	}
+	return data
 }
 
 // Readlink returns the target of a symlink.

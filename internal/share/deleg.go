@@ -297,6 +297,17 @@ func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done b
 	return record
 }
 
+// delegated reports whether some session holds a write delegation on path.
+func (t *invTable) delegated(path string) bool {
+	if t.delegCount.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.wdelegs[path]
+	return ok
+}
+
 // returningBy reports whether session id holds the delegation on path and
 // has made its first return step; its change is then noted for the end.
 func (t *invTable) returningBy(id, path string) bool {

@@ -95,8 +95,9 @@ func splitRel(rel string) (dir, name string) {
 	return "", rel
 }
 
-// readDir lists rel with the attributes of every entry.
-func (s *Server) readDir(rel string) (wire.ReadDirResp, error) {
+// readDir lists rel with the attributes of every entry and, if ld is set,
+// the contents of the small files it takes (see listData.add).
+func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
 	d, err := s.root.Open(osName(rel))
 	if err != nil {
 		return wire.ReadDirResp{}, err
@@ -122,7 +123,15 @@ func (s *Server) readDir(rel string) (wire.ReadDirResp, error) {
 			}
 			return wire.ReadDirResp{}, err
 		}
-		resp.Entries = append(resp.Entries, wire.DirEntry{Name: n, Attr: a})
+		e := wire.DirEntry{Name: n, Attr: a}
+		if ld != nil {
+			kid := n
+			if rel != "" {
+				kid = rel + "/" + n
+			}
+			e.Data = ld.add(d, n, kid, a)
+		}
+		resp.Entries = append(resp.Entries, e)
 	}
 	return resp, nil
 }

@@ -20,6 +20,13 @@ func fuzzServer(tb testing.TB) (*Server, *rpc.ServerConn) {
 	os.MkdirAll(filepath.Join(root, "d/e"), 0o755)
 	os.WriteFile(filepath.Join(root, "d/f"), []byte("file"), 0o644)
 	os.Symlink("/etc", filepath.Join(root, "etc"))
+	return serverWith(tb, root, []auth.Grant{{Path: "", Rights: auth.All}})
+}
+
+// serverWith is a share over root with a session holding a token with
+// the given grants (slot 1).
+func serverWith(tb testing.TB, root string, grants []auth.Grant) (*Server, *rpc.ServerConn) {
+	tb.Helper()
 	pub, priv, err := auth.NewTokenKey()
 	if err != nil {
 		tb.Fatal(err)
@@ -30,7 +37,7 @@ func fuzzServer(tb testing.TB) (*Server, *rpc.ServerConn) {
 	}
 	tb.Cleanup(func() { s.Close() })
 	now := time.Now()
-	tok := &auth.Token{ID: "t", Principal: "admin@fuzz", Share: "fz", Grants: []auth.Grant{{Path: "", Rights: auth.All}},
+	tok := &auth.Token{ID: "t", Principal: "admin@fuzz", Share: "fz", Grants: grants,
 		Issued: now, Expires: now.Add(time.Hour)}
 	signed, err := auth.SignToken(priv, tok)
 	if err != nil {
@@ -56,6 +63,7 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpReadDir, wire.PathReq{Tok: 1, Path: "d"}},
 		{wire.OpGetAttr, wire.PathReq{Tok: 1, Path: "../../etc/passwd"}},
 		{wire.OpReadDir, wire.PathReq{Tok: 1, Path: "etc"}},
+		{wire.OpReadDir, wire.ReadDirReq{Tok: 1, Path: "d", DataMax: 1 << 31, DataBudget: 1 << 31}},
 		{wire.OpOpen, wire.OpenReq{Tok: 1, Path: "d/f", Flags: wire.OpenRead}},
 		{wire.OpCreate, wire.OpenReq{Tok: 1, Path: "d/new", Flags: wire.OpenWrite, Mode: 0o644}},
 		{wire.OpRead, wire.ReadReq{Tok: 1, Handle: 3, Offset: -1, Length: 1 << 30}},

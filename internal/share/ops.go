@@ -25,8 +25,10 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return rpc.Reply{}, nil
 	case wire.OpAuth:
 		return s.authenticate(req)
-	case wire.OpGetAttr, wire.OpReadDir, wire.OpUnlink, wire.OpRmdir, wire.OpReadlink, wire.OpStatFS:
+	case wire.OpGetAttr, wire.OpUnlink, wire.OpRmdir, wire.OpReadlink, wire.OpStatFS:
 		return s.pathOp(req)
+	case wire.OpReadDir:
+		return s.list(req)
 	case wire.OpOpen, wire.OpCreate:
 		return s.open(req)
 	case wire.OpRead:
@@ -97,7 +99,7 @@ func (s *Server) pathOp(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, err
 	}
 	need := map[wire.Op]auth.Rights{
-		wire.OpGetAttr: auth.List, wire.OpReadDir: auth.List, wire.OpReadlink: auth.List, wire.OpStatFS: auth.List,
+		wire.OpGetAttr: auth.List, wire.OpReadlink: auth.List, wire.OpStatFS: auth.List,
 		wire.OpUnlink: auth.Delete, wire.OpRmdir: auth.Delete,
 	}[req.Op]
 	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
@@ -110,8 +112,6 @@ func (s *Server) pathOp(req *rpc.Request) (rpc.Reply, error) {
 		var a wire.Attr
 		a, err = s.lstat(r.Path)
 		msg = wire.AttrResp{Attr: a}
-	case wire.OpReadDir:
-		msg, err = s.readDir(r.Path)
 	case wire.OpReadlink:
 		var target string
 		target, err = s.root.Readlink(osName(r.Path))

@@ -48,6 +48,7 @@ type FS struct {
 	wdelegs       map[string]*wdeleg
 	delegsGranted uint64
 	recalls       atomic.Uint64
+	listFilled    atomic.Uint64 // files cached from the contents listings brought
 	lost          atomic.Uint64 // delegations lost with data kept back
 	quit          chan struct{}
 	log           *slog.Logger

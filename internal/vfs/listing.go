@@ -183,9 +183,16 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 		}
 	}
 	g = v.generation()
-	entries, dirAttr, err := v.c.ReadDirAttr(ctx, p)
+	var fileMax, budget uint32
+	if pol.Mode == Poll || pol.Mode == Callback {
+		fileMax, budget = listDataFile, listDataBudget
+	}
+	entries, dirAttr, data, err := v.c.ReadDirData(ctx, p, fileMax, budget)
 	if err != nil {
 		return nil, err
+	}
+	for i := range entries {
+		entries[i].Data = false // said with the reply; not a property of the entry
 	}
 	now := time.Now()
 	v.mu.Lock()
@@ -221,5 +228,49 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 			}
 		}
 	}
+	v.fillListed(ctx, p, entries, data, g)
 	return entries, nil
 }
+
+// What a listing asks the share to bring of the small regular files in
+// it, under poll and callback: the whole content of each of at most
+// listDataFile bytes, listDataBudget bytes in all. Sources and headers
+// mostly fit; 1 MiB adds 8 ms to the listing's reply at 1 Gbit/s (80 ms
+// at 100 Mbit/s), against one round trip saved for every file read.
+// Under poll and callback the bytes stay good until the share says the
+// file changed, so they are read later with no round trip at all. Under
+// window=D they would be served without asking only within D of the
+// listing, and not asked for (an open of a file not cached brings its
+// first bytes with it, see firstMax).
+const (
+	listDataFile   = 64 << 10
+	listDataBudget = 1 << 20
+)
+
+// fillListed puts the contents a listing of p brought (by name) into the
+// block cache under the versions the listing gave, so that reading those
+// files costs no round trip while their attributes are trusted. Nothing
+// is kept if an invalidation came after the listing was asked for
+// (generation g).
+func (v *FS) fillListed(ctx context.Context, p string, entries []wire.DirEntry, data map[string][]byte, g uint64) {
+	if len(data) == 0 {
+		return
+	}
+	for _, e := range entries {
+		b := data[e.Name]
+		if b == nil || int64(len(b)) != e.Attr.Size {
+			continue
+		}
+		kid := path.Join(p, e.Name)
+		key, err := v.Key(ctx, kid, e.Attr)
+		if err != nil || v.generation() != g {
+			return
+		}
+		if v.cache.Fill(key, e.Attr.Version, b, kid) {
+			v.listFilled.Add(1)
+		}
+	}
+}
+
+// ListFilled counts the files cached from the contents listings brought.
+func (v *FS) ListFilled() uint64 { return v.listFilled.Load() }

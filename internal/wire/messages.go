@@ -16,7 +16,7 @@ type Op uint16
 const (
 	OpAuth     Op = 1  // AuthReq -> AuthResp
 	OpGetAttr  Op = 2  // PathReq -> AttrResp
-	OpReadDir  Op = 3  // PathReq -> ReadDirResp
+	OpReadDir  Op = 3  // ReadDirReq -> ReadDirResp (+ data: small files' contents)
 	OpOpen     Op = 4  // OpenReq -> OpenResp
 	OpCreate   Op = 5  // OpenReq (with Mode) -> OpenResp
 	OpRead     Op = 6  // ReadReq -> ReadResp + data
@@ -207,11 +207,29 @@ type AttrResp struct {
 	Attr Attr `cbor:"1,keyasint"`
 }
 
+// ReadDirReq lists a directory. Its first fields are PathReq's, so that a
+// share that does not know the others reads it as a plain listing.
+// DataMax > 0 asks for the whole content of the small regular files
+// listed, those of at most DataMax bytes, up to DataBudget bytes in all,
+// with the listing (see DirEntry.Data): a client whose cache the share
+// keeps valid by invalidations (poll, callback) then reads them with no
+// round trip.
+type ReadDirReq struct {
+	Tok        uint32 `cbor:"1,keyasint"`
+	Path       string `cbor:"2,keyasint"`
+	DataMax    uint32 `cbor:"3,keyasint,omitempty"`
+	DataBudget uint32 `cbor:"4,keyasint,omitempty"`
+}
+
 // DirEntry is one name in a directory listing, with its attributes so that a
 // listing costs one round trip (readdirplus).
 type DirEntry struct {
 	Name string `cbor:"1,keyasint"`
 	Attr Attr   `cbor:"2,keyasint"`
+	// Data: the reply's data part holds this file's whole content, the
+	// Attr.Size bytes of the version Attr names, right after those of the
+	// entries before it that have Data (in the order of Entries).
+	Data bool `cbor:"3,keyasint,omitempty"`
 }
 
 // ReadDirResp lists a directory.
