@@ -22,7 +22,7 @@ type mountFlags struct {
 	consistency, write                     string
 	policies                               []string
 	readAhead                              int
-	debug                                  bool
+	debug, noPassthrough                   bool
 	metrics                                string
 }
 
@@ -36,6 +36,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
+	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
 }
 
@@ -53,7 +54,7 @@ func (f *mountFlags) serveMetrics(a *agent.Agent, w io.Writer) error {
 }
 
 func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, error) {
-	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug}
+	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough}
 	var err error
 	if cfg.Client, err = g.Config(); err != nil {
 		return cfg, err

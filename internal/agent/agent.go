@@ -38,6 +38,8 @@ type Config struct {
 	Debug      bool
 	// Streams is the number of data channels per share (default 2).
 	Streams int
+	// NoPassthrough: see mount.Options.
+	NoPassthrough bool
 }
 
 // Agent is a running agent.
@@ -99,7 +101,7 @@ func Start(cfg Config) (*Agent, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	a.v.Connect(cctx)
 	cancel()
-	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug})
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough})
 	if err != nil {
 		ch.Close()
 		cl.Close()

@@ -23,18 +23,25 @@ import (
 
 // startAgent mounts the domain's namespace in-process.
 func startAgent(tb testing.TB, d *testenv.Domain, opts vfs.Options, co cache.Options, streams ...int) *agent.Agent {
-	tb.Helper()
-	dir := tb.TempDir()
-	mnt := filepath.Join(dir, "mnt")
-	os.MkdirAll(mnt, 0o755)
-	if co.Dir == "" {
-		co.Dir = filepath.Join(dir, "cache")
-	}
 	st := 0
 	if len(streams) > 0 {
 		st = streams[0]
 	}
-	a, err := agent.Start(agent.Config{Client: d.Admin, MountPoint: mnt, Cache: co, VFS: opts, Streams: st})
+	return startAgentWith(tb, d, agent.Config{VFS: opts, Cache: co, Streams: st})
+}
+
+// startAgentWith starts an agent with cfg (its client, mount point and
+// cache directory filled in).
+func startAgentWith(tb testing.TB, d *testenv.Domain, cfg agent.Config) *agent.Agent {
+	tb.Helper()
+	dir := tb.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	if cfg.Cache.Dir == "" {
+		cfg.Cache.Dir = filepath.Join(dir, "cache")
+	}
+	cfg.Client, cfg.MountPoint = d.Admin, mnt
+	a, err := agent.Start(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -114,10 +121,11 @@ func BenchmarkWarmRead(b *testing.B) {
 			readAll(b, p)
 		}
 	})
-	// Without the kernel's page cache: what the agent's own cache serves
-	// through FUSE (needs root to drop the page cache).
+	// Without the kernel's page cache and without passthrough: what the
+	// agent's own cache serves through FUSE (needs root to drop the page
+	// cache).
 	b.Run("pando-warm-agent-cache-only", func(b *testing.B) {
-		a := startAgent(b, d, vfs.Options{}, cache.Options{DiskBytes: 2 * gib, MemoryBytes: 2 * gib})
+		a := startAgentWith(b, d, agent.Config{VFS: vfs.Options{}, Cache: cache.Options{DiskBytes: 2 * gib, MemoryBytes: 2 * gib}, NoPassthrough: true})
 		p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
 		readAll(b, p)
 		b.SetBytes(gib)
