@@ -24,7 +24,14 @@ type Request struct {
 	Conn *ServerConn
 
 	notified bool
+	dataSum  uint32
+	summed   bool
 }
+
+// DataSum returns the CRC32C of Data, if its frame carried one (which the
+// data matched on arrival): a handler that checks the data against a sum
+// of its own need not compute it again.
+func (r *Request) DataSum() (uint32, bool) { return r.dataSum, r.summed }
 
 // Decode decodes the request's meta into v; failures are CodeMalformed.
 func (r *Request) Decode(v any) error {
@@ -316,7 +323,12 @@ func (c *ServerConn) serve() {
 	defer c.cancel()
 	br := bufio.NewReaderSize(c.nc, 256<<10)
 	for {
-		f, err := wire.ReadFrame(br)
+		var release func()
+		f, err := wire.ReadFrameBuf(br, func(n int) []byte {
+			b, rel := DataBuf(n)
+			release = rel
+			return b
+		})
 		if err != nil {
 			if errors.Is(err, wire.ErrMalformed) {
 				c.srv.Log.Warn("malformed frame; closing connection", "peer", c.nc.RemoteAddr().String(), "err", err)
@@ -352,6 +364,9 @@ func (c *ServerConn) serve() {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if release != nil {
+				defer release() // Request.Data is valid until the handler returns
+			}
 			defer func() {
 				c.mu.Lock()
 				delete(c.running, f.ID)
@@ -364,7 +379,8 @@ func (c *ServerConn) serve() {
 }
 
 func (c *ServerConn) dispatch(ctx context.Context, f *wire.Frame) {
-	req := &Request{Op: f.Op, ID: f.ID, Meta: f.Meta, Data: f.Data, Conn: c}
+	req := &Request{Op: f.Op, ID: f.ID, Meta: f.Meta, Data: f.Data, Conn: c,
+		dataSum: f.DataCRC, summed: f.Flags&wire.FlagCRC != 0}
 	rep, err := c.srv.Handler.Serve(ctx, req)
 	if rep.Release != nil {
 		defer rep.Release()

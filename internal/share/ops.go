@@ -237,7 +237,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(id, r.Path, wire.ByteRange{Len: int64(n)}, false)
 	}
-	buf, release := getBuf(int(n))
+	buf, release := rpc.DataBuf(int(n))
 	k, sum, err := readSummed(f, buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
@@ -297,7 +297,7 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 		a, _ := fileAttr(h.f)
 		return rpc.Reply{Msg: wire.ReadResp{EOF: err != nil, Attr: a}, File: &rpc.FileData{F: h.f, Off: r.Offset, Len: n, Sum: sum}}, nil
 	}
-	buf, release := getBuf(int(r.Length))
+	buf, release := rpc.DataBuf(int(r.Length))
 	n, sum, err := readSummed(h.f, buf, r.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		release()
@@ -319,7 +319,7 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if !h.writing {
 		return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "write %s: the file was opened read-only", "/"+h.rel)
 	}
-	if err := checkSum(h.rel, req.Data, r.Sum); err != nil {
+	if err := checkSum(h.rel, req, r.Sum); err != nil {
 		return rpc.Reply{}, err
 	}
 	var n int
