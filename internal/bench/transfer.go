@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"pando.dev/pando/internal/client"
@@ -58,7 +59,7 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 			}
 			for _, p := range []int{1, 4} {
 				o.say("transfer: %s to %s, %d stream(s), rtt %v", sizeName(size), kind, p, rtt)
-				mbs, err := cpOnce(ctx, base, &link, size, p, kind == "disk", "private", false)
+				mbs, _, err := cpOnce(ctx, base, &link, size, p, kind == "disk", "private", false)
 				if err != nil {
 					return nil, err
 				}
@@ -73,38 +74,45 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 		// globus-url-copy followed by an fsync.
 		for _, p := range []int{1, 4} {
 			o.say("transfer: %s to %s, %d stream(s), loopback", sizeName(size), kind, p)
-			mbs, err := cpOnce(ctx, base, nil, size, p, kind == "disk", "private", false)
+			mbs, _, err := cpOnce(ctx, base, nil, size, p, kind == "disk", "private", false)
 			if err != nil {
 				return nil, err
 			}
 			cs := fmt.Sprintf("%s -p %d loopback", kind, p)
 			rows = append(rows, Row{Scenario: "transfer", Case: cs, Metric: "cp private vs Go TLS", Value: mbs, Unit: "MB/s",
 				Ref: "one Go TLS 1.3 stream, memory", RefValue: tlsRef, HigherBetter: true, Note: "data private (TLS)"})
-			clear, err := cpOnce(ctx, base, nil, size, p, kind == "disk", "clear", true)
+			clear, cpu, err := cpOnce(ctx, base, nil, size, p, kind == "disk", "clear", true)
 			if err != nil {
 				return nil, err
 			}
 			row := Row{Scenario: "transfer", Case: cs, Metric: "cp --no-sync clear vs globus-url-copy", Value: clear, Unit: "MB/s",
 				HigherBetter: true, Note: "same stream count, both clear, neither syncs"}
-			g, gerr := globusCopy(base, size, p, kind == "disk", false)
+			// CPU time per GiB moved: what the copy costs the machine,
+			// steadier than a rate on a shared one. pando's share and
+			// client both run in this process; globus's server and client
+			// are two processes.
+			cpuRow := Row{Scenario: "transfer", Case: cs, Metric: "cp --no-sync clear CPU vs globus-url-copy", Value: cpu, Unit: "CPU-s/GiB",
+				Note: "share and client together, user and system time"}
+			g, gcpu, gerr := globusCopy(base, size, p, kind == "disk", false)
 			if gerr == nil {
 				row.Ref, row.RefValue = "globus-url-copy -fast, clear", g
+				cpuRow.Ref, cpuRow.RefValue = "globus-gridftp-server and globus-url-copy", gcpu
 			} else {
 				row.Note = "no globus-url-copy reference: " + gerr.Error()
 				o.say("transfer: %s", row.Note)
 			}
-			rows = append(rows, row)
+			rows = append(rows, row, cpuRow)
 			if kind != "disk" {
 				continue
 			}
-			durable, err := cpOnce(ctx, base, nil, size, p, true, "clear", false)
+			durable, _, err := cpOnce(ctx, base, nil, size, p, true, "clear", false)
 			if err != nil {
 				return nil, err
 			}
 			row = Row{Scenario: "transfer", Case: cs, Metric: "cp clear vs globus-url-copy + fsync", Value: durable, Unit: "MB/s",
 				HigherBetter: true, Note: "both durable at the end (cp syncs each checkpoint)"}
 			if gerr == nil {
-				if g, err := globusCopy(base, size, p, true, true); err == nil {
+				if g, _, err := globusCopy(base, size, p, true, true); err == nil {
 					row.Ref, row.RefValue = "globus-url-copy -fast, then fsync", g
 				} else {
 					row.Note = "no globus-url-copy reference: " + err.Error()
@@ -126,39 +134,42 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 }
 
 // cpOnce copies a file of size from a share behind link to a local file,
-// all below base, and returns MB/s. With noSync, the copy is left to the
+// all below base, and returns MB/s and the CPU time this process (share
+// and client) spent per GiB copied. With noSync, the copy is left to the
 // page cache (pando cp --no-sync).
-func cpOnce(ctx context.Context, base string, link *wan.Config, size int64, streams int, disk bool, protection string, noSync bool) (float64, error) {
+func cpOnce(ctx context.Context, base string, link *wan.Config, size int64, streams int, disk bool, protection string, noSync bool) (float64, float64, error) {
 	e, err := NewEnvIn(ctx, base)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer e.Close()
 	root, _, err := e.AddShare(ctx, "data", link)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := pattern.WriteFile(filepath.Join(root, "f"), size); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if disk {
 		dropCache(filepath.Join(root, "f"))
 	}
 	c, err := client.New(e.Admin, client.Options{Streams: streams, Protection: protection})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer c.Close()
 	dst := filepath.Join(e.Dir, "copy")
+	cpu0 := selfCPU()
 	s, err := transfer.Copy(ctx, []string{"pando://bench/data/f"}, dst, transfer.Options{Streams: streams, Retries: 2, NoSync: noSync,
 		JournalDir: filepath.Join(e.Dir, "journal"), Grid: func() (*client.Client, error) { return c, nil }})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	cpu := selfCPU() - cpu0
 	if s.Moved != size {
-		return 0, fmt.Errorf("cp moved %d of %d bytes", s.Moved, size)
+		return 0, 0, fmt.Errorf("cp moved %d of %d bytes", s.Moved, size)
 	}
-	return s.MBps, nil
+	return s.MBps, cpu / (float64(size) / (1 << 30)), nil
 }
 
 // smallFiles copies a tree of n files of 4 KiB to a share behind link and
@@ -237,29 +248,30 @@ func rawTLS(size int64) (float64, error) {
 
 // globusCopy runs globus-url-copy -fast -p streams from an anonymous
 // globus-gridftp-server on loopback to a local file, below base; it
-// returns MB/s, or an error when GridFTP is not installed. With syncDst,
-// the clock stops only once the copy is on disk, as pando cp's is.
-func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float64, error) {
+// returns MB/s and the CPU time of server and client per GiB, or an error
+// when GridFTP is not installed. With syncDst, the clock stops only once
+// the copy is on disk, as pando cp's is.
+func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float64, float64, error) {
 	guc, err := exec.LookPath("globus-url-copy")
 	if err != nil {
-		return 0, fmt.Errorf("globus-url-copy is not installed (apt-get install globus-gass-copy-progs globus-gridftp-server-progs)")
+		return 0, 0, fmt.Errorf("globus-url-copy is not installed (apt-get install globus-gass-copy-progs globus-gridftp-server-progs)")
 	}
 	srv, err := exec.LookPath("globus-gridftp-server")
 	if err != nil {
 		srv = "/usr/sbin/globus-gridftp-server"
 		if _, err := os.Stat(srv); err != nil {
-			return 0, fmt.Errorf("globus-gridftp-server is not installed")
+			return 0, 0, fmt.Errorf("globus-gridftp-server is not installed")
 		}
 	}
 	dir, err := os.MkdirTemp(base, "pando-bench-gridftp-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o777) // the server's anonymous user writes here
 	src := filepath.Join(dir, "src")
 	if err := pattern.WriteFile(src, size); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	os.Chmod(src, 0o644)
 	if disk {
@@ -267,7 +279,7 @@ func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
@@ -277,9 +289,15 @@ func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float
 	}
 	server := exec.Command(srv, args...)
 	if err := server.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer func() { server.Process.Kill(); server.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			server.Process.Kill()
+			server.Wait()
+		}
+	}()
 	for i := 0; ; i++ {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
@@ -287,15 +305,16 @@ func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float
 			break
 		}
 		if i > 50 {
-			return 0, fmt.Errorf("globus-gridftp-server did not start")
+			return 0, 0, fmt.Errorf("globus-gridftp-server did not start")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	dst := filepath.Join(dir, "dst")
 	t0 := time.Now()
-	out, err := exec.Command(guc, "-fast", "-p", fmt.Sprint(streams), fmt.Sprintf("ftp://127.0.0.1:%d%s", port, src), "file://"+dst).CombinedOutput()
+	client := exec.Command(guc, "-fast", "-p", fmt.Sprint(streams), fmt.Sprintf("ftp://127.0.0.1:%d%s", port, src), "file://"+dst)
+	out, err := client.CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("globus-url-copy: %v: %s", err, strings.TrimSpace(string(out)))
+		return 0, 0, fmt.Errorf("globus-url-copy: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	if syncDst {
 		if f, err := os.Open(dst); err == nil {
@@ -305,7 +324,22 @@ func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float
 	}
 	took := time.Since(t0)
 	if fi, err := os.Stat(dst); err != nil || fi.Size() != size {
-		return 0, fmt.Errorf("globus-url-copy left %v bytes", fi)
+		return 0, 0, fmt.Errorf("globus-url-copy left %v bytes", fi)
 	}
-	return mbps(size, took), nil
+	// The server forks a process per session and collects it once it
+	// ends; then its CPU time includes theirs.
+	time.Sleep(300 * time.Millisecond)
+	server.Process.Signal(syscall.SIGTERM)
+	server.Wait()
+	stopped = true
+	cpu := client.ProcessState.UserTime() + client.ProcessState.SystemTime() +
+		server.ProcessState.UserTime() + server.ProcessState.SystemTime()
+	return mbps(size, took), cpu.Seconds() / (float64(size) / (1 << 30)), nil
+}
+
+// selfCPU is the user and system time this process has used, in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

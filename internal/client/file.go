@@ -144,6 +144,51 @@ func (f *File) readChunk(ctx context.Context, p []byte, off int64) (int, uint32,
 	return n, resp.sum, resp.EOF, nil
 }
 
+// sinkRead is a read reply whose data goes to a file as it arrives.
+type sinkRead struct {
+	summedRead
+	w   io.WriterAt
+	off int64
+	n   int
+}
+
+func (r *sinkRead) WriteDataAt(p []byte, at int) error {
+	if _, err := r.w.WriteAt(p, r.off+int64(at)); err != nil {
+		return err
+	}
+	r.n = max(r.n, at+len(p))
+	return nil
+}
+
+// ReadBlockTo reads at most n (<= wire.MaxData) bytes at off in one
+// request and writes them to w at the same offset piece by piece as they
+// arrive, while they are in cache, without gathering them in a buffer.
+// It returns the bytes read (fewer only at the end of the file) and their
+// CRC32C, which they were checked against once all had arrived. On an
+// error, w may hold some or all of the bytes, checked or not: write the
+// range again before trusting it.
+func (f *File) ReadBlockTo(ctx context.Context, w io.WriterAt, off int64, n int) (int, uint32, error) {
+	resp := sinkRead{w: w, off: off}
+	_, _, err := f.c.call(ctx, f.loc, wire.OpRead, func(tok uint32) any {
+		return wire.ReadReq{Tok: tok, Handle: f.handle, Offset: off, Length: uint32(n)}
+	}, nil, &resp, nil, nil, true)
+	if err != nil {
+		return 0, 0, named(err, f.loc)
+	}
+	f.c.data.Add(int64(resp.n))
+	if resp.Attr.Version != 0 {
+		f.setAttr(resp.Attr)
+	}
+	if resp.n > n {
+		return 0, 0, named(wire.Errorf(wire.CodeIO, "the share sent %d bytes for a read of %d at %d", resp.n, n, off), f.loc)
+	}
+	var err2 error
+	if resp.n < n && (resp.EOF || resp.n == 0) {
+		err2 = io.EOF
+	}
+	return resp.n, resp.sum, err2
+}
+
 // ReadAt reads len(p) bytes at off, with up to Window requests in flight.
 // Like io.ReaderAt, it returns io.EOF when fewer bytes were read.
 func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {

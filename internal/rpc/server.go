@@ -24,7 +24,14 @@ type Request struct {
 	Conn *ServerConn
 
 	notified bool
+	dataSum  uint32
+	summed   bool
 }
+
+// DataSum returns the CRC32C of Data, if its frame carried one (which the
+// data matched on arrival): a handler that checks the data against a sum
+// of its own need not compute it again.
+func (r *Request) DataSum() (uint32, bool) { return r.dataSum, r.summed }
 
 // Decode decodes the request's meta into v; failures are CodeMalformed.
 func (r *Request) Decode(v any) error {
@@ -53,6 +60,9 @@ type Reply struct {
 	// DataSum, if set, is the CRC32C of Data, which the handler computed
 	// already (as it read the data, while it was in cache).
 	DataSum *uint32
+	// File, instead of Data, is data sent straight from a file; only on
+	// a connection that CanSendFile.
+	File *FileData
 }
 
 // Handler serves requests. It returns a Reply or an error; errors that are
@@ -104,6 +114,7 @@ type ServerConn struct {
 	State any
 	// Ticket and Proof open a plain data channel (empty otherwise).
 	Ticket, Proof []byte
+	tcp           *net.TCPConn // under a clear data channel: for sendfile
 
 	wmu     sync.Mutex
 	ctx     context.Context
@@ -256,6 +267,9 @@ func (s *Server) handle(nc net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &ServerConn{srv: s, nc: nc, Channel: p.Channel, ctx: ctx, cancel: cancel, running: make(map[uint32]context.CancelFunc),
 		Ticket: ticket, Proof: proof}
+	if plain {
+		c.tcp = clearTCP(nc, p.Channel)
+	}
 	defer cancel()
 	s.mu.Lock()
 	select {
@@ -309,7 +323,12 @@ func (c *ServerConn) serve() {
 	defer c.cancel()
 	br := bufio.NewReaderSize(c.nc, 256<<10)
 	for {
-		f, err := wire.ReadFrame(br)
+		var release func()
+		f, err := wire.ReadFrameBuf(br, func(n int) []byte {
+			b, rel := DataBuf(n)
+			release = rel
+			return b
+		})
 		if err != nil {
 			if errors.Is(err, wire.ErrMalformed) {
 				c.srv.Log.Warn("malformed frame; closing connection", "peer", c.nc.RemoteAddr().String(), "err", err)
@@ -345,6 +364,9 @@ func (c *ServerConn) serve() {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if release != nil {
+				defer release() // Request.Data is valid until the handler returns
+			}
 			defer func() {
 				c.mu.Lock()
 				delete(c.running, f.ID)
@@ -357,7 +379,8 @@ func (c *ServerConn) serve() {
 }
 
 func (c *ServerConn) dispatch(ctx context.Context, f *wire.Frame) {
-	req := &Request{Op: f.Op, ID: f.ID, Meta: f.Meta, Data: f.Data, Conn: c}
+	req := &Request{Op: f.Op, ID: f.ID, Meta: f.Meta, Data: f.Data, Conn: c,
+		dataSum: f.DataCRC, summed: f.Flags&wire.FlagCRC != 0}
 	rep, err := c.srv.Handler.Serve(ctx, req)
 	if rep.Release != nil {
 		defer rep.Release()
@@ -377,6 +400,16 @@ func (c *ServerConn) dispatch(ctx context.Context, f *wire.Frame) {
 	meta, err := wire.Marshal(msg)
 	if err != nil {
 		_ = c.writeError(f.ID, f.Op, &wire.Error{Code: wire.CodeInternal, Message: err.Error()})
+		return
+	}
+	if rep.File != nil && c.tcp != nil {
+		if err := c.writeFile(wire.TypeResponse, f.Op, f.ID, meta, rep.File); err != nil {
+			c.srv.Log.Info("sending file data failed; connection closed", "peer", c.nc.RemoteAddr().String(), "op", f.Op.String(), "err", err)
+		}
+		return
+	}
+	if rep.File != nil {
+		_ = c.writeError(f.ID, f.Op, &wire.Error{Code: wire.CodeInternal, Message: "file data on a connection that cannot send it"})
 		return
 	}
 	_ = c.writeSummed(wire.TypeResponse, 0, f.Op, f.ID, meta, rep.Data, rep.DataSum)
@@ -407,20 +440,30 @@ func (c *ServerConn) writeSummed(typ, flags byte, op wire.Op, id uint32, meta, d
 		buf = append(buf, data...)
 		data = nil
 	}
+	return c.send(buf, func() error {
+		if len(data) > 0 {
+			_, err := c.nc.Write(data)
+			return err
+		}
+		return nil
+	})
+}
+
+// send writes one frame: head, then what rest writes, with nothing of
+// another frame in between. A failure ends the connection: the peer could
+// not tell where the next frame begins.
+func (c *ServerConn) send(head []byte, rest func() error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(DefaultTimeout))
-	if _, err := c.nc.Write(buf); err != nil {
+	_, err := c.nc.Write(head)
+	if err == nil {
+		err = rest()
+	}
+	if err != nil {
 		c.nc.Close()
-		return err
 	}
-	if len(data) > 0 {
-		if _, err := c.nc.Write(data); err != nil {
-			c.nc.Close()
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // EachConn calls fn for every open connection.

@@ -2,34 +2,10 @@ package share
 
 import (
 	"os"
-	"sync"
 
+	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
-
-// Data buffers (reads served, blocks pushed) are recycled in three size
-// classes, 1, 4 and 16 MiB (wire.MaxData): a share serving a bulk transfer
-// would otherwise allocate, and clear, a fresh block for every request.
-var bufClasses = [...]int{1 << 20, 4 << 20, wire.MaxData}
-
-var bufPools [len(bufClasses)]sync.Pool
-
-// getBuf returns a buffer of n (<= wire.MaxData) bytes and the function
-// that gives it back; call that only once nothing uses the bytes any more
-// (for a reply, once its frame is written: rpc.Reply.Release).
-func getBuf(n int) ([]byte, func()) {
-	for i, size := range bufClasses {
-		if n <= size {
-			bp, _ := bufPools[i].Get().(*[]byte)
-			if bp == nil {
-				b := make([]byte, size)
-				bp = &b
-			}
-			return (*bp)[:n], func() { bufPools[i].Put(bp) }
-		}
-	}
-	return make([]byte, n), func() {}
-}
 
 // readSummed is f.ReadAt(p, off) that also returns the CRC32C of the bytes
 // read, summed piece by piece as they are read, while they are in cache.
@@ -45,4 +21,29 @@ func readSummed(f *os.File, p []byte, off int64) (int, uint32, error) {
 		}
 	}
 	return n, sum, nil
+}
+
+// sendFileMin is the smallest read a clear data channel serves with
+// sendfile; a smaller one is cheaper copied.
+const sendFileMin = 64 << 10
+
+// sumRange returns the CRC32C of the (at most n) bytes of f at off and how
+// many there are, reading them piece by piece through one small buffer
+// that stays in cache: for a reply sent straight from the file (sendfile),
+// whose frame carries the sum ahead of the data. The read also brings the
+// bytes into the page cache, from which they are then sent.
+func sumRange(f *os.File, off int64, n int) (int, uint32, error) {
+	buf, release := rpc.DataBuf(min(n, wire.CRCChunk))
+	defer release()
+	var sum uint32
+	done := 0
+	for done < n {
+		k, err := f.ReadAt(buf[:min(len(buf), n-done)], off+int64(done))
+		sum = wire.UpdateCRC(sum, buf[:k])
+		done += k
+		if err != nil {
+			return done, sum, err
+		}
+	}
+	return done, sum, nil
 }

@@ -46,7 +46,7 @@ func (s *Server) list(req *rpc.Request) (rpc.Reply, error) {
 	if r.DataMax > 0 && r.DataBudget > 0 {
 		budget := int(min(r.DataBudget, listDataMax))
 		var buf []byte
-		buf, release = getBuf(budget + 1)
+		buf, release = rpc.DataBuf(budget + 1)
 		ld = &listData{fileMax: int64(min(r.DataMax, listFileMax)), buf: buf[: 0 : budget+1], may: func(rel string) bool {
 			return t.RightsAt(rel).Has(auth.Read) && !s.inv.delegated(rel)
 		}}

@@ -147,7 +147,7 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 				return nil
 			}
 			off := r.Offset + int64(i)*int64(r.Block)
-			buf, release := getBuf(int(min(int64(r.Block), r.Offset+r.Length-off)))
+			buf, release := rpc.DataBuf(int(min(int64(r.Block), r.Offset+r.Length-off)))
 			defer release() // WriteBlock returns once the frame is written and answered
 			n, sum, err := readSummed(f, buf, off)
 			switch {

@@ -20,14 +20,19 @@ import (
 // whole small files in one round trip each way, so that many small files
 // cost one request apiece instead of open, read or write, close.
 
-// checkSum refuses data that no longer matches the CRC32C it had at its
-// source.
-func checkSum(rel string, data []byte, want *uint32) error {
+// checkSum refuses a request's data that no longer matches the CRC32C it
+// had at its source. The sum its frame carried, which the data matched on
+// arrival, serves if there is one.
+func checkSum(rel string, req *rpc.Request, want *uint32) error {
 	if want == nil {
 		return nil
 	}
-	if got := wire.CRC(data); got != *want {
-		return wire.Errorf(wire.CodeCorrupt, "/%s: %d bytes arrived with CRC32C %08x, but the source read %08x; send them again", rel, len(data), got, *want)
+	got, ok := req.DataSum()
+	if !ok {
+		got = wire.CRC(req.Data)
+	}
+	if got != *want {
+		return wire.Errorf(wire.CodeCorrupt, "/%s: %d bytes arrived with CRC32C %08x, but the source read %08x; send them again", rel, len(req.Data), got, *want)
 	}
 	return nil
 }
@@ -51,7 +56,7 @@ func (s *Server) sum(req *rpc.Request) (rpc.Reply, error) {
 		}
 		_ = unix.Fadvise(int(h.f.Fd()), r.Offset, r.Length, unix.FADV_DONTNEED)
 	}
-	buf, release := getBuf(int(r.Block))
+	buf, release := rpc.DataBuf(int(r.Block))
 	defer release()
 	var sums []uint32
 	for off, end := r.Offset, r.Offset+r.Length; off < end; off += int64(r.Block) {
@@ -125,7 +130,7 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
 		return rpc.Reply{}, err
 	}
-	if err := checkSum(r.Path, req.Data, r.Sum); err != nil {
+	if err := checkSum(r.Path, req, r.Sum); err != nil {
 		return rpc.Reply{}, err
 	}
 	dir, name := splitRel(r.Path)

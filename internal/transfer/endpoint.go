@@ -42,6 +42,15 @@ type Reader interface {
 	Close() error
 }
 
+// streamReader is a Reader that can write a block to a local file piece by
+// piece as its bytes arrive, checked against the block's CRC32C once all
+// have: the bytes are copied once and while in cache, with no staging
+// buffer. On an error the range holds unchecked bytes and must be written
+// again.
+type streamReader interface {
+	ReadBlockTo(ctx context.Context, w io.WriterAt, off int64, n int) (int, uint32, error)
+}
+
 // Writer writes blocks of an open destination file.
 type Writer interface {
 	// WriteBlock writes p at off unless p no longer has the CRC32C sum
@@ -143,14 +152,34 @@ func (f localFile) WriteBlock(_ context.Context, p []byte, off int64, _ uint32) 
 	if _, err := f.WriteAt(p, off); err != nil {
 		return err
 	}
+	f.wrote(off, len(p))
+	return nil
+}
+
+// reserve allocates n bytes at off before a block streams into them: a
+// full disk then shows before the block's bytes move, and the blocks that
+// got their space land whole instead of all of them in part. A file system
+// that cannot allocate ahead is left to fail at the write.
+func (f localFile) reserve(off int64, n int) error {
+	err := unix.Fallocate(int(f.Fd()), 0, off, int64(n))
+	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
+		return nil
+	}
+	if err != nil {
+		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
+// wrote follows a write of n bytes at off.
+func (f localFile) wrote(off int64, n int) {
 	if f.noSync {
-		return nil // the kernel writes the page cache back when it sees fit
+		return // the kernel writes the page cache back when it sees fit
 	}
 	// Start writing the block to disk now, without waiting: the
 	// checkpoint's sync then finds little left to do, and the disk works
 	// while the network does.
-	_ = unix.SyncFileRange(int(f.Fd()), off, int64(len(p)), unix.SYNC_FILE_RANGE_WRITE)
-	return nil
+	_ = unix.SyncFileRange(int(f.Fd()), off, int64(n), unix.SYNC_FILE_RANGE_WRITE)
 }
 
 func (f localFile) Truncate(_ context.Context, size int64) error { return f.File.Truncate(size) }
@@ -312,6 +341,14 @@ type gridFile struct{ f *client.File }
 // the data was checked against on arrival: no need to compute it again.
 func (f gridFile) ReadBlock(ctx context.Context, p []byte, off int64) (int, uint32, error) {
 	n, sum, err := f.f.ReadBlockSum(ctx, p, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, sum, err
+}
+
+func (f gridFile) ReadBlockTo(ctx context.Context, w io.WriterAt, off int64, n int) (int, uint32, error) {
+	n, sum, err := f.f.ReadBlockTo(ctx, w, off, n)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}

@@ -297,12 +297,24 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 	defer cancel(nil)
 	fail := func(err error) { cancel(err) }
 	blockLen := func(i int) int { return int(min(int64(jr.Block), j.in.Size-int64(i)*int64(jr.Block))) }
+	// A source that hands its bytes over as they arrive writes them
+	// straight into a local destination: the readers do it all, with no
+	// staging buffer, and the writers only account for what landed.
+	sr, direct := r.(streamReader)
+	lw, local := w.(localFile)
+	direct = direct && local
+	readOnce := func(b *blk, off int64) (int, uint32, error) {
+		if direct {
+			return sr.ReadBlockTo(ctx, lw.File, off, blockLen(b.i))
+		}
+		return r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+	}
 	read := func(b *blk) error {
 		off := int64(b.i) * int64(jr.Block)
-		n, sum, err := r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+		n, sum, err := readOnce(b, off)
 		for tries := 0; errors.Is(err, wire.ErrChecksum) && tries < 3; tries++ {
 			x.corrupt.Add(1) // damaged on the way here: read it again
-			n, sum, err = r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
+			n, sum, err = readOnce(b, off)
 		}
 		if err != nil {
 			return err
@@ -310,10 +322,17 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 		if n != blockLen(b.i) {
 			return fmt.Errorf("%s shrank while being copied (%d bytes at %d, expected %d); copy it again", x.src.Name(j.sp), n, off, blockLen(b.i))
 		}
-		b.buf, b.sum = b.buf[:n], sum
+		b.sum = sum
+		if !direct {
+			b.buf = b.buf[:n]
+		}
 		return nil
 	}
 
+	// A block the destination has no room for starts no more blocks, but
+	// lets those in flight land (and be committed) before the attempt
+	// fails with it.
+	var halted atomic.Pointer[error]
 	var next atomic.Int64
 	full := make(chan blk, x.nbuf)
 	var readers, writers sync.WaitGroup
@@ -323,17 +342,28 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 			defer readers.Done()
 			for {
 				k := int(next.Add(1) - 1)
-				if k >= len(todo) {
+				if k >= len(todo) || halted.Load() != nil {
 					return
 				}
-				buf := x.ring.get(ctx)
-				if buf == nil {
-					return
+				if direct {
+					off := int64(todo[k]) * int64(jr.Block)
+					if err := lw.reserve(off, blockLen(todo[k])); err != nil {
+						halted.CompareAndSwap(nil, &err)
+						return
+					}
+				}
+				var buf []byte
+				if !direct {
+					if buf = x.ring.get(ctx); buf == nil {
+						return
+					}
 				}
 				b := blk{i: todo[k], buf: buf}
 				x.limit(ctx, blockLen(b.i))
 				if err := read(&b); err != nil {
-					x.ring.put(buf)
+					if !direct {
+						x.ring.put(buf)
+					}
 					fail(err)
 					return
 				}
@@ -350,6 +380,14 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 		go func() {
 			defer writers.Done()
 			for b := range full {
+				if direct { // written and checked already
+					lw.wrote(int64(b.i)*int64(jr.Block), blockLen(b.i))
+					x.moved.Add(int64(blockLen(b.i)))
+					mu.Lock()
+					pending = append(pending, blk{i: b.i, sum: b.sum})
+					mu.Unlock()
+					continue
+				}
 				if ctx.Err() != nil {
 					x.ring.put(b.buf[:cap(b.buf)])
 					continue
@@ -423,6 +461,9 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if err := halted.Load(); err != nil {
+		return *err
 	}
 	return cerr
 }

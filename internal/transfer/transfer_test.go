@@ -372,3 +372,45 @@ func TestForgedTicket(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceShrinks: a source file truncated while a clear data channel
+// sends it (the share's reads go straight from the file to the socket)
+// fails the copy with a clear error, and the same command with --resume
+// then copies the file as it now is.
+func TestSourceShrinks(t *testing.T) {
+	d := testenv.New(t, "t")
+	d.Protection = []string{"clear"}
+	root := d.AddShare("s")
+	src := filepath.Join(root, "f")
+	testenv.MakeFile(t, src, 8<<20)
+	c, err := client.New(d.Admin, client.Options{Streams: 2, Protection: "clear"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dst := filepath.Join(t.TempDir(), "f")
+	truncated := false
+	o := Options{Streams: 2, Block: 256 << 10, Retries: 2, Rate: 8 << 20, JournalDir: t.TempDir(),
+		Grid: func() (*client.Client, error) { return c, nil },
+		Progress: func(p Progress) {
+			if !truncated && p.Bytes >= 1<<20 {
+				truncated = true
+				if err := os.Truncate(src, 3<<20+7); err != nil {
+					t.Error(err)
+				}
+			}
+		}}
+	_, err = Copy(context.Background(), []string{"pando://t/s/f"}, dst, o)
+	if err == nil || !strings.Contains(err.Error(), "shrank") || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("copy of a file truncated under it: %v, want it to say the file shrank", err)
+	}
+	t.Log(err)
+	if _, serr := os.Stat(dst); serr == nil {
+		t.Errorf("a partial copy is in place")
+	}
+	o.Resume, o.Rate, o.Progress = true, 0, nil
+	if _, err := Copy(context.Background(), []string{"pando://t/s/f"}, dst, o); err != nil {
+		t.Fatalf("resume after the source shrank: %v", err)
+	}
+	testenv.SameFile(t, src, dst)
+}

@@ -141,9 +141,17 @@ type Frame struct {
 }
 
 // ReadFrame reads one whole frame from r into freshly allocated buffers,
-// verifying the data CRC. It is used by servers and tests; the client's
-// receive path reads data straight into the caller's buffer instead.
+// verifying the data CRC. It is used by tests; servers read with
+// ReadFrameBuf, and the client's receive path reads data straight into
+// the caller's buffer instead.
 func ReadFrame(r io.Reader) (*Frame, error) {
+	return ReadFrameBuf(r, func(n int) []byte { return make([]byte, n) })
+}
+
+// ReadFrameBuf is ReadFrame with the data read into buf(n), a buffer the
+// caller may recycle, and summed piece by piece as it arrives, while it is
+// in cache.
+func ReadFrameBuf(r io.Reader, buf func(n int) []byte) (*Frame, error) {
 	var hb [HeaderSize]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return nil, err
@@ -159,13 +167,19 @@ func ReadFrame(r io.Reader) (*Frame, error) {
 			return nil, truncated(err)
 		}
 	}
+	var crc uint32
 	if h.DataLen > 0 {
-		f.Data = make([]byte, h.DataLen)
-		if _, err := io.ReadFull(r, f.Data); err != nil {
-			return nil, truncated(err)
+		f.Data = buf(int(h.DataLen))[:h.DataLen]
+		for o := 0; o < len(f.Data); {
+			k := min(len(f.Data)-o, CRCChunk)
+			if _, err := io.ReadFull(r, f.Data[o:o+k]); err != nil {
+				return nil, truncated(err)
+			}
+			crc = UpdateCRC(crc, f.Data[o:o+k])
+			o += k
 		}
 	}
-	if err := h.CheckData(f.Data); err != nil {
+	if err := h.CheckCRC(crc); err != nil {
 		return nil, err
 	}
 	return f, nil
