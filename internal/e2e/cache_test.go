@@ -204,20 +204,8 @@ func TestImmutableRestartCostsNothing(t *testing.T) {
 // a write while the file is open for passthrough reading is seen by
 // readers and reaches the share.
 func TestPassthrough(t *testing.T) {
-	d := newDomain(t, "uva")
-	root := d.addShare("alpha")
 	v1 := make([]byte, 3<<20+4321)
-	rand.Read(v1)
-	share := filepath.Join(root, "f")
-	os.WriteFile(share, v1, 0o644)
-	a := mountAgent(t, d.admin, "--consistency", "window=1s")
-	dir := filepath.Join(a.dir, "uva", "alpha")
-	a.settle(t, dir)
-	p := filepath.Join(dir, "f")
-	if got, _ := os.ReadFile(p); !bytes.Equal(got, v1) {
-		t.Fatal("first read differs")
-	}
-	reads := func() float64 { return cacheStat(t, a, "Hits") + cacheStat(t, a, "Misses") }
+	share, p, reads := readOnce(t, v1, "window=1s")
 
 	// With the kernel's page cache dropped, a read that reached the agent
 	// would count as a hit or a miss.
@@ -278,4 +266,49 @@ func TestPassthrough(t *testing.T) {
 	if got, _ := os.ReadFile(share); !bytes.Equal(got, want) {
 		t.Error("the write did not reach the share")
 	}
+}
+
+// TestPassthroughLargeFile: a large file (whose disk work is done in the
+// background after its last cached open, never in an open) is read by
+// the kernel from the cache's data file soon after its first read.
+func TestPassthroughLargeFile(t *testing.T) {
+	data := make([]byte, 40<<20+777)
+	_, p, reads := readOnce(t, data, "window=30s")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+			t.Fatal("cannot drop the page cache:", err)
+		}
+		before := reads()
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("a later read differs (%v)", err)
+		}
+		if reads() == before {
+			return // no read reached the agent
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("reads of a large file held whole still reach the agent 20 s after its first read")
+		}
+	}
+}
+
+// readOnce fills data with random bytes, puts it at a share as file f,
+// mounts an agent in the consistency mode given and reads f through it
+// once. It returns the file at the share and in the mount, and a count
+// of the reads that have reached the agent's cache so far.
+func readOnce(t *testing.T, data []byte, consistency string) (share, p string, reads func() float64) {
+	t.Helper()
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	rand.Read(data)
+	share = filepath.Join(root, "f")
+	os.WriteFile(share, data, 0o644)
+	a := mountAgent(t, d.admin, "--consistency", consistency)
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	a.settle(t, dir)
+	p = filepath.Join(dir, "f")
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatal("first read differs")
+	}
+	return share, p, func() float64 { return cacheStat(t, a, "Hits") + cacheStat(t, a, "Misses") }
 }

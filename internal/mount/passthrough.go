@@ -28,7 +28,10 @@ import (
 //     version, while older readers keep the version they opened);
 //   - while cached opens are out, new opens are cached;
 //   - with none out, a read-only open of a whole cached file starts
-//     passthrough; any other open is cached.
+//     passthrough; any other open is cached. A file of dropAfterClose or
+//     more counts as whole only once its blocks are all on disk and
+//     checked: the work to make them so is done in the background after
+//     the last cached open, never in an open.
 //
 // go-fuse drops its registration of the backing just after the agent's
 // Release of the last open returns, and reuses it for an open that comes
@@ -46,9 +49,9 @@ type passthrough struct {
 	last   uint64   // the data file last handed out, if no cached open came since
 }
 
-// dropAfterClose is the size from which a file's page cache is dropped
-// after its last cached open (see closed): for smaller files dropping
-// it at the next open costs little.
+// dropAfterClose is the size from which a file's page cache is dropped,
+// and its blocks made ready for passthrough, after its last cached open
+// (see closed): for smaller files both cost little at the next open.
 const dropAfterClose = 16 << 20
 
 // ptFile is an open file in passthrough mode.
@@ -76,7 +79,11 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 	var gen uint64
 	var ok bool
 	if readOnly {
-		bf, gen, ok = h.Backing()
+		// A small file's remaining disk work is done here; a large one's
+		// is left to the background after its last cached open (closed):
+		// an open must not wait for hundreds of blocks to reach the disk.
+		_, a := h.Opened()
+		bf, gen, ok = h.Backing(a.Size < dropAfterClose)
 	}
 	pt := &n.pt
 	pt.mu.Lock()
