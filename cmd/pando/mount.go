@@ -169,6 +169,8 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				return json.NewEncoder(w).Encode(st)
 			}
 			fmt.Fprintf(w, "mount %s  consistency %s  write %s  up %s  open files %d\n", st.MountPoint, st.Consistency, st.WriteMode, st.Uptime, st.OpenFiles)
+			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct\n",
+				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct)
 			c := st.Cache
 			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk, %s in memory, %d files\n",
 				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.MemoryBytes), c.Files)

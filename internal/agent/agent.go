@@ -170,6 +170,8 @@ type Stats struct {
 	Delegations *vfs.DelegStats `json:"delegations,omitempty"`
 	Cache       cache.Stats     `json:"cache"`
 	OpenFiles   int             `json:"open_files"`
+	// Opens counts opens of regular files by how their reads are served.
+	Opens mount.Opens `json:"opens"`
 	// Unsent counts files with data not yet at their share that no open
 	// file holds (nor a write delegation keeps back): retried, or kept
 	// after a conflict (see Conflicts).
@@ -200,7 +202,7 @@ func (a *Agent) Stats() Stats {
 	conflicts := a.v.Conflicts()
 	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
-		OpenFiles: a.m.OpenFiles(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts}
+		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts}
 }
 
 func (a *Agent) serveControl() error {

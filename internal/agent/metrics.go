@@ -20,6 +20,7 @@ var (
 	descHits      = prometheus.NewDesc("pando_cache_hits_total", "Reads served from the cache.", nil, nil)
 	descMisses    = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
 	descFetched   = prometheus.NewDesc("pando_cache_fetched_bytes_total", "Bytes fetched from shares into the cache.", nil, nil)
+	descOpens     = prometheus.NewDesc("pando_opens_total", "Opens of regular files, by how their reads are served: passthrough (by the kernel from the cache's data file), direct or cached (by the agent).", []string{"mode"}, nil)
 	descDisk      = prometheus.NewDesc("pando_cache_disk_bytes", "Bytes the cache holds on disk.", nil, nil)
 	descMemory    = prometheus.NewDesc("pando_cache_memory_bytes", "Bytes the cache holds in memory.", nil, nil)
 	descConfirmed = prometheus.NewDesc("pando_share_confirmed_age_seconds",
@@ -53,6 +54,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHits, float64(cs.Hits))
 	counter(descMisses, float64(cs.Misses))
 	counter(descFetched, float64(cs.BytesFetched))
+	opens := a.m.Opens()
+	counter(descOpens, float64(opens.Passthrough), "passthrough")
+	counter(descOpens, float64(opens.Direct), "direct")
+	counter(descOpens, float64(opens.Cached), "cached")
 	gauge(descDisk, float64(cs.DiskBytes))
 	gauge(descMemory, float64(cs.MemoryBytes))
 	for share, d := range a.v.Staleness() {

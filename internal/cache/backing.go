@@ -9,12 +9,12 @@ import (
 // Backing opens key's data file read-only for the kernel to read directly
 // (FUSE passthrough), if the file holds the whole of version: every block
 // on disk, each one checked against its CRC32C in this run of the agent,
-// and nothing dirty. With prepare, blocks held only in memory are written
-// out first, and blocks that were on disk when the agent started and have
-// not been read since are checked now: a bad one is dropped and Backing
-// fails (the reader then goes through the cache, which fetches the block
-// again). Without it, Backing does no disk work and fails if any is due:
-// an open must not wait for a large file to reach the disk.
+// and nothing dirty. Blocks held only in memory are written out first,
+// and blocks that were on disk when the agent started and have not been
+// read since are checked now: a bad one is dropped and Backing fails (the
+// reader then goes through the cache, which fetches the block again). If
+// that work exceeds maxWork bytes of blocks (maxWork >= 0), Backing does
+// none of it and fails: an open must not wait long for the disk.
 //
 // While a backing is out (until Unback with the same gen), the file's
 // blocks are not evicted, and a change that drops them (a new version)
@@ -22,7 +22,7 @@ import (
 // reads: a reader that has it open keeps reading the version it opened,
 // as it would from the page cache. gen names the data file: two backings
 // with the same gen are the same file.
-func (c *Cache) Backing(key string, version uint64, prepare bool) (f *os.File, gen uint64, ok bool) {
+func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, gen uint64, ok bool) {
 	c.mu.Lock()
 	e := c.entries[key]
 	c.mu.Unlock()
@@ -46,7 +46,7 @@ func (c *Cache) Backing(key string, version uint64, prepare bool) (f *os.File, g
 		}
 	}
 	e.mu.Unlock()
-	if !prepare && len(missing)+len(unchecked) > 0 {
+	if maxWork >= 0 && int64(len(missing)+len(unchecked))*c.opts.BlockSize > maxWork {
 		return nil, 0, false
 	}
 	for _, idx := range missing {

@@ -38,19 +38,19 @@ func TestBackingIsTheWholeVersion(t *testing.T) {
 	r := &remote{data: make([]byte, 3*bs+100)}
 	rand.Read(r.data)
 	c.Validate("f", 1, int64(len(r.data)), "/d/f")
-	if _, _, ok := c.Backing("f", 1, true); ok {
+	if _, _, ok := c.Backing("f", 1, -1); ok {
 		t.Fatal("a backing for a file not cached at all")
 	}
 	part := make([]byte, bs)
 	c.ReadAt(context.Background(), "f", part, 0, r.fetch)
-	if _, _, ok := c.Backing("f", 1, true); ok {
+	if _, _, ok := c.Backing("f", 1, -1); ok {
 		t.Fatal("a backing for a file cached in part")
 	}
 	fill(t, c, "f", 1, r)
-	if _, _, ok := c.Backing("f", 2, true); ok {
+	if _, _, ok := c.Backing("f", 2, -1); ok {
 		t.Fatal("a backing for another version")
 	}
-	f, gen, ok := c.Backing("f", 1, true)
+	f, gen, ok := c.Backing("f", 1, -1)
 	if !ok {
 		t.Fatal("no backing for a file cached whole")
 	}
@@ -76,7 +76,7 @@ func TestBackingIsTheWholeVersion(t *testing.T) {
 	if !bytes.Equal(readAll(t, f), r.data) {
 		t.Fatal("a new version changed the data file under a backing")
 	}
-	f2, gen2, ok := c.Backing("f", 2, true)
+	f2, gen2, ok := c.Backing("f", 2, -1)
 	if !ok {
 		t.Fatal("no backing for the new version")
 	}
@@ -111,20 +111,20 @@ func TestBackingChecksBlocksAfterRestart(t *testing.T) {
 	df.WriteAt([]byte("garbage"), bs+10)
 	df.Close()
 	c2 := open(t, dir, Options{BlockSize: bs})
-	if _, _, ok := c2.Backing("f", 1, false); ok {
+	if _, _, ok := c2.Backing("f", 1, 2*bs); ok {
 		t.Fatal("a backing over blocks not checked since the start")
 	}
 	if c2.Stats().BadBlocks != 0 {
-		t.Fatal("a backing without prepare checked blocks")
+		t.Fatal("a backing checked more blocks than it was allowed")
 	}
-	if _, _, ok := c2.Backing("f", 1, true); ok {
+	if _, _, ok := c2.Backing("f", 1, -1); ok {
 		t.Fatal("a backing over a block that fails its checksum")
 	}
 	if c2.Stats().BadBlocks != 1 || c2.Present("f", 1) {
 		t.Fatal("the bad block was not dropped")
 	}
 	fill(t, c2, "f", 1, r)
-	f, gen, ok := c2.Backing("f", 1, true)
+	f, gen, ok := c2.Backing("f", 1, -1)
 	if !ok {
 		t.Fatal("no backing once the bad block was fetched again")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -205,7 +206,7 @@ func TestImmutableRestartCostsNothing(t *testing.T) {
 // readers and reaches the share.
 func TestPassthrough(t *testing.T) {
 	v1 := make([]byte, 3<<20+4321)
-	share, p, reads := readOnce(t, v1, "window=1s")
+	_, share, p, reads := readOnce(t, v1, "window=1s")
 
 	// With the kernel's page cache dropped, a read that reached the agent
 	// would count as a hit or a miss.
@@ -273,7 +274,7 @@ func TestPassthrough(t *testing.T) {
 // the kernel from the cache's data file soon after its first read.
 func TestPassthroughLargeFile(t *testing.T) {
 	data := make([]byte, 40<<20+777)
-	_, p, reads := readOnce(t, data, "window=30s")
+	a, _, p, reads := readOnce(t, data, "window=30s")
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
 			t.Fatal("cannot drop the page cache:", err)
@@ -284,31 +285,63 @@ func TestPassthroughLargeFile(t *testing.T) {
 			t.Fatalf("a later read differs (%v)", err)
 		}
 		if reads() == before {
-			return // no read reached the agent
+			break // no read reached the agent
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("reads of a large file held whole still reach the agent 20 s after its first read")
 		}
 	}
+
+	// An open right after a cached open of the file was closed reads
+	// directly too, though the kernel sends the cached open's Release
+	// only once the read-ahead it left in flight is done. (Counted from
+	// the agent's stats before and after: asking for them between the
+	// close and the open would give the Release time to arrive.)
+	opens := func() float64 { return a.stats(t)["opens"].(map[string]any)["passthrough"].(float64) }
+	before := opens()
+	head := make([]byte, 1<<20)
+	for i := range 10 {
+		w, err := os.OpenFile(p, os.O_RDWR, 0) // a writer's open is cached
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(w, make([]byte, 8<<20)); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		r, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := (24 + i) << 20
+		_, err = r.ReadAt(head, int64(off))
+		r.Close()
+		if err != nil || !bytes.Equal(head, data[off:off+1<<20]) {
+			t.Fatalf("read %d differs (%v)", i, err)
+		}
+	}
+	if n := opens() - before; n != 10 {
+		t.Errorf("%v of 10 opens right after a cached open was closed read directly", n)
+	}
 }
 
 // readOnce fills data with random bytes, puts it at a share as file f,
 // mounts an agent in the consistency mode given and reads f through it
-// once. It returns the file at the share and in the mount, and a count
-// of the reads that have reached the agent's cache so far.
-func readOnce(t *testing.T, data []byte, consistency string) (share, p string, reads func() float64) {
+// once. It returns the agent, the file at the share and in the mount, and
+// a count of the reads that have reached the agent's cache so far.
+func readOnce(t *testing.T, data []byte, consistency string) (a *agentProc, share, p string, reads func() float64) {
 	t.Helper()
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
 	rand.Read(data)
 	share = filepath.Join(root, "f")
 	os.WriteFile(share, data, 0o644)
-	a := mountAgent(t, d.admin, "--consistency", consistency)
+	a = mountAgent(t, d.admin, "--consistency", consistency)
 	dir := filepath.Join(a.dir, "uva", "alpha")
 	a.settle(t, dir)
 	p = filepath.Join(dir, "f")
 	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
 		t.Fatal("first read differs")
 	}
-	return share, p, func() float64 { return cacheStat(t, a, "Hits") + cacheStat(t, a, "Misses") }
+	return a, share, p, func() float64 { return cacheStat(t, a, "Hits") + cacheStat(t, a, "Misses") }
 }

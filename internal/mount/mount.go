@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,24 @@ type Mount struct {
 	files map[*file]struct{}
 
 	noPassthrough bool
+
+	// opens of regular files, by the mode the kernel serves them in
+	ptOpens, directOpens, cachedOpens atomic.Int64
+}
+
+// Opens counts the opens of regular files so far by how their reads are
+// served: by the kernel straight from the cache's data file
+// (passthrough), by the agent with direct I/O while other opens of the
+// file are passthrough, and by the agent through the kernel's page cache.
+type Opens struct {
+	Passthrough int64 `json:"passthrough"`
+	Direct      int64 `json:"direct"`
+	Cached      int64 `json:"cached"`
+}
+
+// Opens returns the open counts (see Opens).
+func (m *Mount) Opens() Opens {
+	return Opens{Passthrough: m.ptOpens.Load(), Direct: m.directOpens.Load(), Cached: m.cachedOpens.Load()}
 }
 
 // Options configure a mount.

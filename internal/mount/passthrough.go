@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -28,10 +29,11 @@ import (
 //     version, while older readers keep the version they opened);
 //   - while cached opens are out, new opens are cached;
 //   - with none out, a read-only open of a whole cached file starts
-//     passthrough; any other open is cached. A file of dropAfterClose or
-//     more counts as whole only once its blocks are all on disk and
-//     checked: the work to make them so is done in the background after
-//     the last cached open, never in an open.
+//     passthrough; any other open is cached. The open writes the file's
+//     blocks still held only in memory to disk first, and checks those
+//     not read since the agent started, if they come to at most openWork
+//     or a quarter of the file; more is left to the background after the
+//     file's last cached open.
 //
 // go-fuse drops its registration of the backing just after the agent's
 // Release of the last open returns, and reuses it for an open that comes
@@ -40,14 +42,77 @@ import (
 // cached open has come and gone in between: that open, whatever go-fuse
 // held, was a cached open in the kernel, since the kernel drops an inode's
 // backing when its last passthrough file closes, before it tells us.
+//
+// A cached open is counted out until its Release, which the kernel sends
+// only once it has let go of the file, after close(2) has returned. A
+// program that closes a file and opens it again at once (a second read)
+// would find the first open still counted and be served cached, and so
+// would every open after it, each overlapping the last one's Release. The
+// kernel sends a Flush before close(2) returns, though: an open that finds
+// every cached open out already flushed waits a moment for their Releases
+// (releaseWait) before it decides.
 type passthrough struct {
-	mu     sync.Mutex
-	refs   int      // passthrough opens out
-	cached int      // cached opens out
-	file   *os.File // the backing, while refs > 0
-	gen    uint64   // its data file
-	last   uint64   // the data file last handed out, if no cached open came since
+	mu      sync.Mutex
+	refs    int           // passthrough opens out
+	cached  int           // cached opens out
+	flushed int           // of those, the ones flushed (closed by a program) since they opened
+	file    *os.File      // the backing, while refs > 0
+	gen     uint64        // its data file
+	last    uint64        // the data file last handed out, if no cached open came since
+	release chan struct{} // closed at the next Release of a cached open
 }
+
+// releaseWait bounds how long an open waits for the Releases of cached
+// opens already flushed (a descriptor kept by dup, fork or mmap keeps its
+// open past the flush, and costs an open this much at most).
+const releaseWait = 20 * time.Millisecond
+
+// flushed counts a cached open's first Flush.
+func (n *node) flushed(f *file) {
+	pt := &n.pt
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if !f.pt && !f.flushed {
+		f.flushed = true
+		pt.flushed++
+	}
+}
+
+// awaitReleases waits (pt.mu held; released while waiting) up to
+// releaseWait for the cached opens out to be released, if all of them
+// have been flushed.
+func (pt *passthrough) awaitReleases() {
+	deadline := time.Now().Add(releaseWait)
+	for pt.cached > 0 && pt.flushed == pt.cached {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		if pt.release == nil {
+			pt.release = make(chan struct{})
+		}
+		ch := pt.release
+		pt.mu.Unlock()
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+		pt.mu.Lock()
+	}
+}
+
+// openWork, or a quarter of the file if that is more, bounds the disk
+// work an open does to start passthrough (see cache.Backing). A second
+// read right after a cold one finds the disk writer behind; it is better
+// off waiting for it and then reading the data file than being served by
+// the agent while the writer competes with it for the CPU (a quarter of a
+// large file takes the writer about as long as the agent takes to serve
+// the whole file). More work than that is left to the background, and the
+// open is served by the agent: a program that only opens the file (a
+// stat, a head) is not held up long.
+const openWork = 64 << 20
 
 // dropAfterClose is the size from which a file's page cache is dropped,
 // and its blocks made ready for passthrough, after its last cached open
@@ -79,15 +144,15 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 	var gen uint64
 	var ok bool
 	if readOnly {
-		// A small file's remaining disk work is done here; a large one's
-		// is left to the background after its last cached open (closed):
-		// an open must not wait for hundreds of blocks to reach the disk.
 		_, a := h.Opened()
-		bf, gen, ok = h.Backing(a.Size < dropAfterClose)
+		bf, gen, ok = h.Backing(max(openWork, a.Size/4))
 	}
 	pt := &n.pt
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	if ok && pt.refs == 0 {
+		pt.awaitReleases()
+	}
 	switch {
 	case pt.refs > 0:
 		if ok {
@@ -96,6 +161,9 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 		if !ok || gen != pt.gen {
 			h.Unback()
 			ff |= fuse.FOPEN_DIRECT_IO
+			n.m.directOpens.Add(1)
+		} else {
+			n.m.ptOpens.Add(1)
 		}
 		pt.refs++
 		f.pt = true
@@ -103,6 +171,7 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 		return &ptFile{f}, ff
 	case pt.cached == 0 && ok && (pt.last == 0 || pt.last == gen):
 		pt.refs, pt.file, pt.gen, pt.last = 1, bf, gen, gen
+		n.m.ptOpens.Add(1)
 		f.pt = true
 		n.m.track(f)
 		return &ptFile{f}, ff &^ fuse.FOPEN_KEEP_CACHE
@@ -113,43 +182,54 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 		}
 		pt.cached++
 		pt.last = 0
+		n.m.cachedOpens.Add(1)
 		n.m.track(f)
 		return f, ff
 	}
 }
 
 // closed counts an open's end (at Release). When the last cached open of
-// a file the cache holds whole ends, the kernel's page cache of the FUSE
-// file is dropped, in the background: the next open will read the data
-// file directly, and would otherwise pay for dropping it in open(2), while
-// the memory is held twice meanwhile. Blocks held only in memory are
-// written to the data file first.
+// a large read-only file ends, the cache makes the file ready for
+// passthrough in the background (blocks held only in memory are written
+// to the data file, unchecked ones checked), and then the kernel's page
+// cache of the FUSE file is dropped: the next open will read the data
+// file directly, and would otherwise pay for dropping it in open(2),
+// while the memory is held twice meanwhile. An open waiting for this
+// Release (awaitReleases) goes on.
 func (n *node) closed(f *file) {
 	pt := &n.pt
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if !f.pt {
-		fl, a := f.h.Opened()
-		big := fl&syscall.O_ACCMODE == syscall.O_RDONLY && a.Size >= dropAfterClose
-		if pt.cached--; pt.cached == 0 && pt.refs == 0 && !n.m.noPassthrough && big {
-			go func() {
-				if !f.h.Whole(true) {
-					return
-				}
-				// Not under a cached open that came meanwhile.
-				pt.mu.Lock()
-				defer pt.mu.Unlock()
-				if pt.cached == 0 {
-					n.NotifyContent(0, 0)
-				}
-			}()
+	if f.pt {
+		if pt.refs--; pt.refs == 0 {
+			pt.file.Close()
+			pt.file = nil
 		}
 		return
 	}
-	if pt.refs--; pt.refs == 0 {
-		pt.file.Close()
-		pt.file = nil
+	if f.flushed {
+		pt.flushed--
 	}
+	if pt.release != nil {
+		close(pt.release)
+		pt.release = nil
+	}
+	fl, a := f.h.Opened()
+	big := fl&syscall.O_ACCMODE == syscall.O_RDONLY && a.Size >= dropAfterClose
+	if pt.cached--; pt.cached > 0 || pt.refs > 0 || n.m.noPassthrough || !big {
+		return
+	}
+	go func() {
+		if !f.h.Whole(true) {
+			return
+		}
+		// Not under a cached open that came meanwhile.
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		if pt.cached == 0 {
+			n.NotifyContent(0, 0)
+		}
+	}()
 }
 
 // asFile returns the open file behind a handle go-fuse passes back, in

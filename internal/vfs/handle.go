@@ -547,11 +547,11 @@ func (h *Handle) Fsync(ctx context.Context) error {
 // Backing returns the cache's data file for the kernel to read directly
 // (FUSE passthrough) instead of asking for each read, when the handle only
 // reads and the cache holds the whole of the version it opened; gen names
-// the data file (see cache.Backing). With prepare, blocks not yet on disk
-// are written (and unchecked ones checked) first; without, Backing fails
-// if any are. The handle keeps the backing until Release; the caller
-// closes f once the kernel has it.
-func (h *Handle) Backing(prepare bool) (f *os.File, gen uint64, ok bool) {
+// the data file (see cache.Backing). Blocks not yet on disk are written
+// (and unchecked ones checked) first, unless that is more than maxWork
+// bytes (maxWork >= 0): then Backing fails. The handle keeps the backing
+// until Release; the caller closes f once the kernel has it.
+func (h *Handle) Backing(maxWork int64) (f *os.File, gen uint64, ok bool) {
 	if wantsWrite(h.flags) || h.dirty {
 		return nil, 0, false
 	}
@@ -560,7 +560,7 @@ func (h *Handle) Backing(prepare bool) (f *os.File, gen uint64, ok bool) {
 	if h.closed || h.backing != 0 {
 		return nil, 0, false
 	}
-	if f, gen, ok = h.v.cache.Backing(h.key, h.attr.Version, prepare); ok {
+	if f, gen, ok = h.v.cache.Backing(h.key, h.attr.Version, maxWork); ok {
 		h.backing = gen
 	}
 	return f, gen, ok
@@ -588,7 +588,7 @@ func (h *Handle) Whole(prepare bool) bool {
 	if !prepare {
 		return h.v.cache.Whole(h.key, ver)
 	}
-	f, gen, ok := h.v.cache.Backing(h.key, ver, true)
+	f, gen, ok := h.v.cache.Backing(h.key, ver, -1)
 	if ok {
 		f.Close()
 		h.v.cache.Unback(h.key, gen)
