@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -270,11 +269,14 @@ func TestPassthrough(t *testing.T) {
 }
 
 // TestPassthroughLargeFile: a large file (whose disk work is done in the
-// background after its last cached open, never in an open) is read by
-// the kernel from the cache's data file soon after its first read.
+// background after its last cached open when there is much of it) is read
+// by the kernel from the cache's data file soon after its first read, and
+// the agent's stats count that open as passthrough.
 func TestPassthroughLargeFile(t *testing.T) {
 	data := make([]byte, 40<<20+777)
 	a, _, p, reads := readOnce(t, data, "window=30s")
+	opens := func() float64 { return a.stats(t)["opens"].(map[string]any)["passthrough"].(float64) }
+	before := opens()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
 			t.Fatal("cannot drop the page cache:", err)
@@ -291,37 +293,8 @@ func TestPassthroughLargeFile(t *testing.T) {
 			t.Fatal("reads of a large file held whole still reach the agent 20 s after its first read")
 		}
 	}
-
-	// An open right after a cached open of the file was closed reads
-	// directly too, though the kernel sends the cached open's Release
-	// only once the read-ahead it left in flight is done. (Counted from
-	// the agent's stats before and after: asking for them between the
-	// close and the open would give the Release time to arrive.)
-	opens := func() float64 { return a.stats(t)["opens"].(map[string]any)["passthrough"].(float64) }
-	before := opens()
-	head := make([]byte, 1<<20)
-	for i := range 10 {
-		w, err := os.OpenFile(p, os.O_RDWR, 0) // a writer's open is cached
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(w, make([]byte, 8<<20)); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		r, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		off := (24 + i) << 20
-		_, err = r.ReadAt(head, int64(off))
-		r.Close()
-		if err != nil || !bytes.Equal(head, data[off:off+1<<20]) {
-			t.Fatalf("read %d differs (%v)", i, err)
-		}
-	}
-	if n := opens() - before; n != 10 {
-		t.Errorf("%v of 10 opens right after a cached open was closed read directly", n)
+	if n := opens() - before; n < 1 {
+		t.Errorf("pando stats counts %v passthrough opens for a read that did not reach the agent", n)
 	}
 }
 

@@ -19,8 +19,6 @@ type file struct {
 	n  *node
 	pt bool // opened in passthrough mode
 
-	flushed bool // flushed since it opened (node.pt.mu held)
-
 	// drop-behind of a sequential reader of a large file (see dropBehind)
 	dmu              sync.Mutex
 	read, maxEnd     int64 // bytes read, and the furthest end read
@@ -96,15 +94,13 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 // failure is close's error.
 func (f *file) Flush(ctx context.Context) syscall.Errno {
 	ctx = detach(ctx)
-	err := f.h.Flush(ctx)
-	f.n.flushed(f)
-	return f.m.fail("close", f.h.Path(), err)
+	return f.m.fail("close", f.h.Path(), f.h.Flush(ctx))
 }
 
 // Release runs when the last descriptor is gone. The node counts the open
 // gone only once the handle is released: counted before, an open that came
 // while a writer's release was under way was refused by the kernel (EIO)
-// now and then in TestPassthroughLargeFile.
+// now and then.
 func (f *file) Release(ctx context.Context) syscall.Errno {
 	ctx = detach(ctx)
 	err := f.h.Release(context.WithoutCancel(ctx))

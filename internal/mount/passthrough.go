@@ -4,7 +4,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -42,65 +41,13 @@ import (
 // cached open has come and gone in between: that open, whatever go-fuse
 // held, was a cached open in the kernel, since the kernel drops an inode's
 // backing when its last passthrough file closes, before it tells us.
-//
-// A cached open is counted out until its Release, which the kernel sends
-// only once it has let go of the file, after close(2) has returned. A
-// program that closes a file and opens it again at once (a second read)
-// would find the first open still counted and be served cached, and so
-// would every open after it, each overlapping the last one's Release. The
-// kernel sends a Flush before close(2) returns, though: an open that finds
-// every cached open out already flushed waits a moment for their Releases
-// (releaseWait) before it decides.
 type passthrough struct {
-	mu      sync.Mutex
-	refs    int           // passthrough opens out
-	cached  int           // cached opens out
-	flushed int           // of those, the ones flushed (closed by a program) since they opened
-	file    *os.File      // the backing, while refs > 0
-	gen     uint64        // its data file
-	last    uint64        // the data file last handed out, if no cached open came since
-	release chan struct{} // closed at the next Release of a cached open
-}
-
-// releaseWait bounds how long an open waits for the Releases of cached
-// opens already flushed (a descriptor kept by dup, fork or mmap keeps its
-// open past the flush, and costs an open this much at most).
-const releaseWait = 20 * time.Millisecond
-
-// flushed counts a cached open's first Flush.
-func (n *node) flushed(f *file) {
-	pt := &n.pt
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	if !f.pt && !f.flushed {
-		f.flushed = true
-		pt.flushed++
-	}
-}
-
-// awaitReleases waits (pt.mu held; released while waiting) up to
-// releaseWait for the cached opens out to be released, if all of them
-// have been flushed.
-func (pt *passthrough) awaitReleases() {
-	deadline := time.Now().Add(releaseWait)
-	for pt.cached > 0 && pt.flushed == pt.cached {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return
-		}
-		if pt.release == nil {
-			pt.release = make(chan struct{})
-		}
-		ch := pt.release
-		pt.mu.Unlock()
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		}
-		t.Stop()
-		pt.mu.Lock()
-	}
+	mu     sync.Mutex
+	refs   int      // passthrough opens out
+	cached int      // cached opens out
+	file   *os.File // the backing, while refs > 0
+	gen    uint64   // its data file
+	last   uint64   // the data file last handed out, if no cached open came since
 }
 
 // openWork, or a quarter of the file if that is more, bounds the disk
@@ -150,9 +97,6 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 	pt := &n.pt
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if ok && pt.refs == 0 {
-		pt.awaitReleases()
-	}
 	switch {
 	case pt.refs > 0:
 		if ok {
@@ -194,8 +138,7 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 // to the data file, unchecked ones checked), and then the kernel's page
 // cache of the FUSE file is dropped: the next open will read the data
 // file directly, and would otherwise pay for dropping it in open(2),
-// while the memory is held twice meanwhile. An open waiting for this
-// Release (awaitReleases) goes on.
+// while the memory is held twice meanwhile.
 func (n *node) closed(f *file) {
 	pt := &n.pt
 	pt.mu.Lock()
@@ -206,13 +149,6 @@ func (n *node) closed(f *file) {
 			pt.file = nil
 		}
 		return
-	}
-	if f.flushed {
-		pt.flushed--
-	}
-	if pt.release != nil {
-		close(pt.release)
-		pt.release = nil
 	}
 	fl, a := f.h.Opened()
 	big := fl&syscall.O_ACCMODE == syscall.O_RDONLY && a.Size >= dropAfterClose
