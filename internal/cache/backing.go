@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // Backing opens key's data file read-only for the kernel to read directly
@@ -96,6 +98,39 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 	}
 	e.backed++
 	return f, e.inc, true
+}
+
+// Preload reads f, a backing, through the page
+// cache, so that the kernel's direct reads of it (passthrough) find it in
+// memory: blocks are written to disk around the page cache (see
+// writeDirect), and this puts the file there once it is whole, off any
+// reader's path. A file larger than a quarter of the host's memory is
+// left on disk, for the kernel to read as it goes. Close stops a preload
+// under way.
+func (c *Cache) Preload(f *os.File) {
+	st, err := f.Stat()
+	if err != nil {
+		return
+	}
+	size := st.Size()
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil || size > int64(si.Totalram)*int64(si.Unit)/4 {
+		return
+	}
+	buf := make([]byte, min(size, c.opts.BlockSize))
+	for off := int64(0); off < size; {
+		select {
+		case <-c.preloadQuit:
+			return
+		default:
+		}
+		n, err := f.ReadAt(buf, off)
+		off += int64(n)
+		c.stats.preloaded.Add(int64(n))
+		if err != nil || n == 0 {
+			return
+		}
+	}
 }
 
 // Holds reports whether a file of size bytes fits in the disk layer

@@ -33,6 +33,7 @@ type Options struct {
 type Stats struct {
 	Hits, Misses, Fetches, BadBlocks, Evictions int64
 	BytesFetched                                int64
+	Preloaded                                   int64 // bytes of data files loaded into the page cache
 	DiskBytes, MemoryBytes                      int64
 	Files                                       int
 }
@@ -57,7 +58,7 @@ type Cache struct {
 	metaIdx  map[string]map[string][]byte // bucket -> key -> value to write (nil: delete)
 
 	stats struct {
-		hits, misses, fetches, bad, evictions, fetched atomic.Int64
+		hits, misses, fetches, bad, evictions, fetched, preloaded atomic.Int64
 	}
 	flushQuit chan struct{}
 	flushDone chan struct{}
@@ -67,6 +68,10 @@ type Cache struct {
 	staged     chan blockID
 	writerQuit chan struct{}
 	writerDone chan struct{}
+
+	noDirect    atomic.Bool // the cache's file system refuses O_DIRECT
+	preloads    sync.WaitGroup
+	preloadQuit chan struct{}
 }
 
 type blockID struct {
@@ -205,6 +210,7 @@ func Open(opts Options) (*Cache, error) {
 	c.staged = make(chan blockID, max(256, opts.MemoryBytes/opts.BlockSize))
 	c.writerDone = make(chan struct{})
 	c.writerQuit = make(chan struct{})
+	c.preloadQuit = make(chan struct{})
 	go c.flusher()
 	go c.writer()
 	return c, nil
@@ -244,6 +250,7 @@ func (c *Cache) load() error {
 
 // Close persists the index and closes every file.
 func (c *Cache) Close() error {
+	close(c.preloadQuit)
 	close(c.writerQuit)
 	<-c.writerDone
 	close(c.flushQuit)
@@ -566,6 +573,7 @@ func (c *Cache) Stats() Stats {
 	return Stats{
 		Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Fetches: c.stats.fetches.Load(),
 		BadBlocks: c.stats.bad.Load(), Evictions: c.stats.evictions.Load(), BytesFetched: c.stats.fetched.Load(),
+		Preloaded: c.stats.preloaded.Load(),
 		DiskBytes: c.diskUsed.Load(), MemoryBytes: c.mem.size(), Files: len(c.entries),
 	}
 }

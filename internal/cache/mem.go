@@ -103,3 +103,17 @@ func (m *memLRU) dropFile(key string, from int64) {
 		}
 	}
 }
+
+// Forget drops from the memory layer the blocks of key that lie wholly in
+// [from, to): behind a sequential reader of a large file, which the kernel
+// and the data file serve if it comes back, they would only push out
+// blocks worth keeping (and hold memory the runtime could reuse). Blocks
+// on their way to disk stay readable until they are there.
+func (c *Cache) Forget(key string, from, to int64) {
+	bs := c.opts.BlockSize
+	c.mem.mu.Lock()
+	defer c.mem.mu.Unlock()
+	for idx := (from + bs - 1) / bs; (idx+1)*bs <= to; idx++ {
+		c.mem.removeLocked(blockID{key, idx})
+	}
+}

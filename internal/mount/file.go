@@ -52,7 +52,7 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 // kernel keeps of the FUSE file would only be memory held twice, which
 // that open would then pay for dropping. So behind a sequential reader of
 // such a file they are dropped as it goes, dropLag behind the furthest
-// read, dropChunk at a time.
+// read, dropChunk at a time, and so are the agent's own copies in memory.
 const (
 	dropChunk = 64 << 20
 	dropLag   = 32 << 20
@@ -76,6 +76,7 @@ func (f *file) dropBehind(off, n int64) {
 	}
 	f.dmu.Unlock()
 	if ok {
+		f.h.Forget(from, to)
 		go f.n.NotifyContent(from, to-from)
 	}
 }

@@ -576,7 +576,8 @@ func (h *Handle) Holdable() bool { return h.v.cache.Holds(h.attr.Size) }
 
 // Whole reports whether the cache holds the whole of the version this
 // handle has open, ready for Backing. With prepare, blocks held only in
-// memory are written to disk (and unchecked ones checked) to make it so.
+// memory are written to disk (and unchecked ones checked) to make it so,
+// and the file is loaded into the page cache for the kernel to read.
 func (h *Handle) Whole(prepare bool) bool {
 	if h.dirty {
 		return false
@@ -590,11 +591,16 @@ func (h *Handle) Whole(prepare bool) bool {
 	}
 	f, gen, ok := h.v.cache.Backing(h.key, ver, -1)
 	if ok {
+		h.v.cache.Preload(f)
 		f.Close()
 		h.v.cache.Unback(h.key, gen)
 	}
 	return ok
 }
+
+// Forget drops the cache's copies in memory of the blocks that lie wholly
+// in [from, to) (see cache.Forget).
+func (h *Handle) Forget(from, to int64) { h.v.cache.Forget(h.key, from, to) }
 
 // Unback gives up the backing that Backing returned.
 func (h *Handle) Unback() {
