@@ -100,6 +100,10 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 			// for a 1 MiB read (more than the default pipe-max-size) fails
 			// to grow the pipe and logs it.
 			DisableSplice: true,
+			// Large files read through the agent are opened for direct
+			// I/O (see node.open); with this, programs may still map
+			// them shared.
+			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 		},
 		// Each entry carries its own timeouts, from its path's mode.
 		EntryTimeout:    &zero,

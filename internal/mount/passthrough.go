@@ -124,6 +124,13 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 			bf.Close()
 			h.Unback()
 		}
+		if readOnly && n.m.directReads() {
+			_, a := h.Opened()
+			if a.Size >= dropAfterClose && h.Holdable() {
+				ff |= fuse.FOPEN_DIRECT_IO
+				ff &^= fuse.FOPEN_KEEP_CACHE
+			}
+		}
 		pt.cached++
 		pt.last = 0
 		n.m.cachedOpens.Add(1)
@@ -178,4 +185,13 @@ func asFile(h fs.FileHandle) *file {
 		return f.file
 	}
 	return nil
+}
+
+// directReads reports whether the kernel lets programs map files opened
+// for direct I/O shared (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6): large
+// files read through the agent are opened so only then, so that no
+// program that maps one finds it refused.
+func (m *Mount) directReads() bool {
+	in := m.server.KernelSettings()
+	return in.Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0
 }
