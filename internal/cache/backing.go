@@ -61,7 +61,7 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 			// The check under e.mu below tells.
 			continue
 		}
-		if !c.hold(e, key, idx, data, g) {
+		if !c.hold(e, key, idx, data, g, nil) {
 			return nil, 0, false
 		}
 		c.writeStaged(blockID{key, idx})

@@ -237,7 +237,8 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 
 		n := c.blockLen(idx, size)
 		buf := make([]byte, n)
-		got, err := fetch(ctx, buf, idx*c.opts.BlockSize)
+		sum := &sumSlot{}
+		got, err := fetch(context.WithValue(ctx, sumKey{}, sum), buf, idx*c.opts.BlockSize)
 		stale := false
 		if err != nil && !errors.Is(err, io.EOF) {
 			fl.err = err
@@ -248,7 +249,7 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 			// The block may have been written, truncated or invalidated
 			// while it was fetched: then the fetched bytes are not the
 			// cache's to keep, nor to return.
-			stale = !c.stage(e, key, idx, buf, gen)
+			stale = !c.stage(e, key, idx, buf, gen, sum)
 		}
 		c.mu.Lock()
 		delete(c.flights, id)
@@ -342,7 +343,7 @@ func (c *Cache) Fill(key string, version uint64, data []byte, name string) bool 
 	e.mu.Unlock()
 	c.touch(key)
 	c.mu.Unlock()
-	ok := c.stage(e, key, 0, append([]byte(nil), data...), gen)
+	ok := c.stage(e, key, 0, append([]byte(nil), data...), gen, nil)
 	if ok {
 		c.evict()
 	}

@@ -112,7 +112,7 @@ type entry struct {
 	hit  atomic.Int64    // logical time of the last memory hit
 
 	pmu     sync.Mutex
-	pending map[int64][]byte // fetched blocks on their way to disk
+	pending map[int64]staged // fetched blocks on their way to disk
 
 	// dmu is held while blocks are written to the data file, so that a
 	// staged block and a write of the same block reach the disk in the
@@ -135,10 +135,30 @@ type entry struct {
 	retired   []*os.File
 }
 
+// staged is a fetched block on its way to disk, with the CRC32C it
+// arrived with when the fetcher knew it.
+type staged struct {
+	data   []byte
+	sum    uint32
+	summed bool
+}
+
 func (e *entry) pendingBlock(idx int64) []byte {
 	e.pmu.Lock()
 	defer e.pmu.Unlock()
-	return e.pending[idx]
+	return e.pending[idx].data
+}
+
+// pendingSum returns the CRC32C of data, the staged block idx: the one it
+// arrived with if known, else computed now.
+func (e *entry) pendingSum(idx int64, data []byte) uint32 {
+	e.pmu.Lock()
+	st := e.pending[idx]
+	e.pmu.Unlock()
+	if st.summed && sameSlice(st.data, data) {
+		return st.sum
+	}
+	return crc(data)
 }
 
 func (e *entry) dropPending(idx int64) {
@@ -150,7 +170,7 @@ func (e *entry) dropPending(idx int64) {
 // dropPendingIf drops the staged block idx if it is still data.
 func (e *entry) dropPendingIf(idx int64, data []byte) {
 	e.pmu.Lock()
-	if sameSlice(e.pending[idx], data) {
+	if sameSlice(e.pending[idx].data, data) {
 		delete(e.pending, idx)
 	}
 	e.pmu.Unlock()

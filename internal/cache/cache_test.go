@@ -255,3 +255,45 @@ func TestWritesRacingStagedBlocksKeepTheWrittenData(t *testing.T) {
 		}
 	}
 }
+
+// A block's CRC32C reported by its fetcher (the sum it was checked
+// against on the wire) is the one the cache records: a wrong one makes the
+// block fail its check when it is read back from disk, and it is fetched
+// again, never served; a right one spares the cache a pass over the block.
+func TestReportedSumIsRecorded(t *testing.T) {
+	for _, lie := range []bool{false, true} {
+		c := open(t, t.TempDir(), Options{BlockSize: 4096, MemoryBytes: -1})
+		r := &remote{data: make([]byte, 2*4096)}
+		rand.Read(r.data)
+		fetch := func(ctx context.Context, p []byte, off int64) (int, error) {
+			n, err := r.fetch(ctx, p, off)
+			sum := crc(p[:n])
+			if lie {
+				sum ^= 1
+			}
+			ReportSum(ctx, n, sum)
+			return n, err
+		}
+		c.Validate("f", 1, int64(len(r.data)), "/d/f")
+		got := make([]byte, len(r.data))
+		if _, err := c.ReadAt(context.Background(), "f", got, 0, fetch); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		c.Sync()
+		before := r.fetches.Load()
+		clear(got)
+		if _, err := c.ReadAt(context.Background(), "f", got, 0, fetch); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, r.data) {
+			t.Fatalf("lie=%v: wrong bytes served", lie)
+		}
+		want := int64(0)
+		if lie {
+			want = 2
+		}
+		if st := c.Stats(); st.BadBlocks != want || r.fetches.Load()-before != want {
+			t.Fatalf("lie=%v: bad blocks %d, refetches %d; want %d and %d", lie, st.BadBlocks, r.fetches.Load()-before, want, want)
+		}
+	}
+}

@@ -14,8 +14,8 @@ import (
 // the disk writer. When the writer is behind, the block stays in memory
 // only: it is a cache, and readers must not wait for the disk.
 // It reports false, caching nothing, if the entry changed since gen.
-func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64) bool {
-	if !c.hold(e, key, idx, data, gen) {
+func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64, sum *sumSlot) bool {
+	if !c.hold(e, key, idx, data, gen, sum) {
 		return false
 	}
 	select {
@@ -29,7 +29,8 @@ func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64) 
 // hold makes a block readable from memory and marks it as waiting for
 // the disk (the caller writes it, or has the writer do so). It reports
 // false, holding nothing, if the entry changed since gen.
-func (c *Cache) hold(e *entry, key string, idx int64, data []byte, gen uint64) bool {
+// sum, if not nil, may carry the block's CRC32C.
+func (c *Cache) hold(e *entry, key string, idx int64, data []byte, gen uint64, sum *sumSlot) bool {
 	e.mu.Lock()
 	if e.gen.Load() != gen {
 		e.mu.Unlock()
@@ -44,9 +45,13 @@ func (c *Cache) hold(e *entry, key string, idx int64, data []byte, gen uint64) b
 	c.mem.put(blockID{key, idx}, data)
 	e.pmu.Lock()
 	if e.pending == nil {
-		e.pending = make(map[int64][]byte)
+		e.pending = make(map[int64]staged)
 	}
-	e.pending[idx] = data
+	st := staged{data: data}
+	if sum != nil && sum.ok && sum.n == len(data) {
+		st.sum, st.summed = sum.crc, true
+	}
+	e.pending[idx] = st
 	e.pmu.Unlock()
 	e.mu.Unlock()
 	return true
@@ -114,7 +119,7 @@ func (c *Cache) writeStaged(id blockID) {
 	case sameSlice(e.pendingBlock(id.idx), data):
 		// Still the staged block: record it.
 		c.diskUsed.Add(c.opts.BlockSize)
-		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: crc(data)}
+		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: e.pendingSum(id.idx, data)}
 		delete(e.unchecked, id.idx)
 		e.touchBlock(id.idx, c.clock.Add(1))
 	default:
@@ -129,6 +134,26 @@ func (c *Cache) writeStaged(id blockID) {
 	e.mu.Unlock()
 	c.touch(id.key)
 	c.evict()
+}
+
+// sumSlot carries the CRC32C of a fetched block back from a Fetcher that
+// knows it (the sum the bytes were checked against on the wire), so that
+// the cache need not compute it again (see ReportSum).
+type sumSlot struct {
+	n   int
+	crc uint32
+	ok  bool
+}
+
+type sumKey struct{}
+
+// ReportSum tells the cache, from inside a Fetcher, that the first n bytes
+// it read have the CRC32C sum. A Fetcher that does not call it costs the
+// cache a pass over the block to compute it.
+func ReportSum(ctx context.Context, n int, sum uint32) {
+	if s, ok := ctx.Value(sumKey{}).(*sumSlot); ok {
+		*s = sumSlot{n: n, crc: sum, ok: true}
+	}
 }
 
 func sameSlice(a, b []byte) bool {

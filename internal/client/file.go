@@ -192,15 +192,23 @@ func (f *File) ReadBlockTo(ctx context.Context, w io.WriterAt, off int64, n int)
 // ReadAt reads len(p) bytes at off, with up to Window requests in flight.
 // Like io.ReaderAt, it returns io.EOF when fewer bytes were read.
 func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	n, _, _, err := f.ReadAtSum(ctx, p, off)
+	return n, err
+}
+
+// ReadAtSum is ReadAt that also returns the CRC32C of p[:n] when it read
+// p in one request (summed): the sum the share computed, which the bytes
+// were checked against on arrival.
+func (f *File) ReadAtSum(ctx context.Context, p []byte, off int64) (n int, sum uint32, summed bool, err error) {
 	chunk := max(f.Chunk, 4096)
 	if len(p) <= chunk {
-		n, _, eof, err := f.readChunk(ctx, p, off)
+		n, sum, eof, err := f.readChunk(ctx, p, off)
 		if err == nil && n < len(p) {
 			if eof || n == 0 {
 				err = io.EOF
 			}
 		}
-		return n, err
+		return n, sum, err == nil || err == io.EOF, err
 	}
 	type part struct {
 		n   int
@@ -224,13 +232,13 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	for i, pt := range parts {
 		total += pt.n
 		if pt.err != nil {
-			return total, pt.err
+			return total, 0, false, pt.err
 		}
 		if lo := i * chunk; pt.n < min(lo+chunk, len(p))-lo {
-			return total, io.EOF
+			return total, 0, false, io.EOF
 		}
 	}
-	return total, nil
+	return total, 0, false, nil
 }
 
 // WriteAt writes p at off (or at the end, for files opened for append),

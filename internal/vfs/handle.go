@@ -279,9 +279,14 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	} else {
 		t0, d0 := time.Now(), h.est.Delivered()
-		n, err = f.ReadAt(ctx, p, off)
+		var sum uint32
+		var summed bool
+		n, sum, summed, err = f.ReadAtSum(ctx, p, off)
 		if err == nil {
 			h.est.Sample(time.Since(t0), d0, int64(n))
+		}
+		if summed {
+			cache.ReportSum(ctx, n, sum)
 		}
 	}
 	// Newer than what is cached, and not by this handle's own writes.
