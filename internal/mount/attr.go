@@ -78,3 +78,11 @@ func errno(err error) syscall.Errno {
 // rename or write must not fail with EINTR half done. Every operation has
 // its own deadline in the client.
 func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// callerPid is the process a FUSE request came from (0 if unknown).
+func callerPid(ctx context.Context) uint32 {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Pid
+	}
+	return 0
+}

@@ -14,13 +14,16 @@ import (
 
 // file is an open file.
 type file struct {
-	h  *vfs.Handle
-	m  *Mount
-	n  *node
-	pt bool // opened in passthrough mode
+	h      *vfs.Handle
+	m      *Mount
+	n      *node
+	pt     bool   // opened in passthrough mode
+	direct bool   // opened for direct I/O by choice (see node.open)
+	pid    uint32 // the process that opened it, if known
 
 	// drop-behind of a sequential reader of a large file (see dropBehind)
 	dmu              sync.Mutex
+	reads            int64 // reads served
 	read, maxEnd     int64 // bytes read, and the furthest end read
 	dropped          int64 // the kernel's pages before this are dropped
 	dropOK, dropSeen bool
@@ -44,6 +47,7 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 		return nil, f.m.fail("read", f.h.Path(), err)
 	}
 	f.dropBehind(off, int64(len(b)))
+	f.sawReads(int64(len(b)))
 	return fuse.ReadResultData(b), 0
 }
 

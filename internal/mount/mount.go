@@ -36,12 +36,17 @@ type Mount struct {
 
 	// opens of regular files, by the mode the kernel serves them in
 	ptOpens, directOpens, cachedOpens atomic.Int64
+
+	// processes seen reading a direct open in small pieces (see
+	// smallReader); cleared when it grows past maxSmallPids
+	smallPids map[uint32]bool
 }
 
 // Opens counts the opens of regular files so far by how their reads are
 // served: by the kernel straight from the cache's data file
-// (passthrough), by the agent with direct I/O while other opens of the
-// file are passthrough, and by the agent through the kernel's page cache.
+// (passthrough), by the agent with direct I/O (a large file the agent
+// serves, or any file while other opens of it are passthrough), and by
+// the agent through the kernel's page cache.
 type Opens struct {
 	Passthrough int64 `json:"passthrough"`
 	Direct      int64 `json:"direct"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -19,6 +20,8 @@ type node struct {
 	fs.Inode
 	m  *Mount
 	pt passthrough // the kernel's I/O mode of the node's opens
+
+	smallReads atomic.Bool // a direct open of it was read in small pieces
 }
 
 var (
@@ -164,6 +167,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // Open opens a file.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	pid := callerPid(ctx)
 	ctx = detach(ctx)
 	p := n.gpath()
 	h, err := n.v().Open(ctx, p, flags)
@@ -183,7 +187,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if flags&syscall.O_DIRECT != 0 {
 		ff |= fuse.FOPEN_DIRECT_IO
 	}
-	fh, ff := n.open(h, flags, ff)
+	fh, ff := n.open(h, flags, ff, pid)
 	return fh, ff, 0
 }
 
@@ -197,7 +201,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	ch := n.entry(ctx, p, a, out)
 	cn := ch.Operations().(*node)
-	fh, ff := cn.open(h, flags, 0)
+	fh, ff := cn.open(h, flags, 0, 0)
 	return ch, fh, ff, 0
 }
 

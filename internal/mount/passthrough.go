@@ -83,9 +83,10 @@ func (f *ptFile) PassthroughFd() (int, bool) {
 	return int(pt.file.Fd()), true
 }
 
-// open decides an open's mode and returns its handle and open flags.
-func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
-	f := &file{h: h, m: n.m, n: n}
+// open decides an open's mode and returns its handle and open flags; pid
+// is the opening process (0 if unknown).
+func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, uint32) {
+	f := &file{h: h, m: n.m, n: n, pid: pid}
 	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && !n.m.noPassthrough
 	var bf *os.File
 	var gen uint64
@@ -124,16 +125,21 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32) (any, uint32) {
 			bf.Close()
 			h.Unback()
 		}
-		if readOnly && n.m.directReads() {
+		if readOnly && n.m.directReads() && !n.smallReads.Load() && !n.m.smallReader(pid) {
 			_, a := h.Opened()
 			if a.Size >= dropAfterClose && h.Holdable() {
 				ff |= fuse.FOPEN_DIRECT_IO
 				ff &^= fuse.FOPEN_KEEP_CACHE
+				f.direct = true
 			}
 		}
 		pt.cached++
 		pt.last = 0
-		n.m.cachedOpens.Add(1)
+		if f.direct {
+			n.m.directOpens.Add(1)
+		} else {
+			n.m.cachedOpens.Add(1)
+		}
 		n.m.track(f)
 		return f, ff
 	}
@@ -185,6 +191,53 @@ func asFile(h fs.FileHandle) *file {
 		return f.file
 	}
 	return nil
+}
+
+// Direct I/O costs a program that reads in small pieces a round trip to
+// the agent for each piece, where the kernel's page cache would have
+// gathered them into large reads. A direct open whose first reads average
+// under smallRead marks its file and its process (smallReader): their
+// later opens go through the page cache.
+const (
+	smallRead    = 32 << 10
+	smallReads   = 64 // reads looked at
+	maxSmallPids = 4096
+)
+
+// sawReads records what a direct open's reads were like (see smallRead).
+func (f *file) sawReads(n int64) {
+	if !f.direct {
+		return
+	}
+	f.dmu.Lock()
+	f.reads++
+	done := f.reads == smallReads
+	small := done && f.read < smallReads*smallRead
+	f.dmu.Unlock()
+	if !small {
+		return
+	}
+	f.n.smallReads.Store(true)
+	if f.pid != 0 {
+		m := f.m
+		m.mu.Lock()
+		if m.smallPids == nil || len(m.smallPids) >= maxSmallPids {
+			m.smallPids = make(map[uint32]bool)
+		}
+		m.smallPids[f.pid] = true
+		m.mu.Unlock()
+	}
+}
+
+// smallReader reports whether process pid was seen reading a direct open
+// in small pieces.
+func (m *Mount) smallReader(pid uint32) bool {
+	if pid == 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.smallPids[pid]
 }
 
 // directReads reports whether the kernel lets programs map files opened
