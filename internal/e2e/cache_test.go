@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -317,4 +319,97 @@ func readOnce(t *testing.T, data []byte, consistency string) (a *agentProc, shar
 		t.Fatal("first read differs")
 	}
 	return a, share, p, func() float64 { return cacheStat(t, a, "Hits") + cacheStat(t, a, "Misses") }
+}
+
+// TestDirectReadsAndSmallReaders: a large file read through the agent is
+// opened for direct I/O (where the kernel allows programs to map such
+// files); a program seen reading one in small pieces gets its next open of
+// another large file through the page cache, and a mapping of a direct
+// open reads the right bytes.
+func TestDirectReadsAndSmallReaders(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	data := make([]byte, 20<<20+99)
+	rand.Read(data)
+	for _, n := range []string{"f", "g", "h"} {
+		os.WriteFile(filepath.Join(root, n), data, 0o644)
+	}
+	a := mountAgent(t, d.admin)
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	a.settle(t, dir)
+	opens := func(kind string) float64 { return a.stats(t)["opens"].(map[string]any)[kind].(float64) }
+
+	// A mapping of a direct open.
+	mf, err := os.Open(filepath.Join(dir, "h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := opens("direct")
+	if direct == 0 {
+		mf.Close()
+		if kernelAtLeast(6, 6) {
+			t.Fatal("a cold large file was not opened for direct I/O on a kernel that allows it")
+		}
+		t.Skip("this kernel does not let programs map files opened for direct I/O; large files are page-cached")
+	}
+	m, err := syscall.Mmap(int(mf.Fd()), 0, len(data), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mapping a direct open: %v", err)
+	}
+	if !bytes.Equal(m, data) {
+		t.Error("a mapping of a direct open reads other bytes")
+	}
+	syscall.Munmap(m)
+	mf.Close()
+
+	// One thread: the kernel names the thread that asks.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	f, err := os.Open(filepath.Join(dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	var got []byte
+	for {
+		n, err := f.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	f.Close()
+	if !bytes.Equal(got, data) {
+		t.Fatal("a read in small pieces differs")
+	}
+	if n := opens("direct"); n != direct+1 {
+		t.Fatalf("pando stats counts %v direct opens after a cold large open; want %v", n, direct+1)
+	}
+	cached := opens("cached")
+	g, err := os.ReadFile(filepath.Join(dir, "g"))
+	if err != nil || !bytes.Equal(g, data) {
+		t.Fatalf("reading g: %v", err)
+	}
+	if n := opens("cached"); n != cached+1 {
+		t.Errorf("a program that read a direct open in small pieces got %v page-cached opens of the next large file; want 1", n-cached)
+	}
+}
+
+// kernelAtLeast reports whether the running kernel is version major.minor
+// or newer.
+func kernelAtLeast(major, minor int) bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var rel []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	var ma, mi int
+	fmt.Sscanf(string(rel), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
 }
