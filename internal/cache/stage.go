@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"pando.dev/pando/internal/dio"
 )
 
 // stage makes a fetched block readable at once (memory) and queues it for
@@ -225,37 +225,22 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 	return err
 }
 
-// directAlign is the alignment O_DIRECT needs of offsets, lengths and
-// buffers on the file systems a cache lives on.
-const directAlign = 4096
-
-// pwriteDirect writes data at off to f's file with O_DIRECT, through a
-// second descriptor of the same open file's inode, and reports whether it
-// did. It does nothing when data is not aligned, or when the file system
-// refuses O_DIRECT (tmpfs) or the write fails: the caller then writes
-// through the page cache, which reports any error worth reporting.
+// pwriteDirect writes data at off to f's file around the page cache (see
+// package dio) and reports whether it did. It does nothing when data is
+// not aligned, or when the file system has no O_DIRECT or the write fails:
+// the caller then writes through the page cache, which reports any error
+// worth reporting.
 func (c *Cache) pwriteDirect(f *os.File, data []byte, off int64) bool {
-	if c.noDirect.Load() || len(data) == 0 || len(data)%directAlign != 0 || off%directAlign != 0 ||
-		uintptr(unsafe.Pointer(unsafe.SliceData(data)))%directAlign != 0 {
+	if c.noDirect.Load() || !dio.Aligned(data, off) {
 		return false
 	}
-	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	d, err := dio.Open(f)
 	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			c.noDirect.Store(true) // the file system has no O_DIRECT
+		if errors.Is(err, dio.ErrUnsupported) {
+			c.noDirect.Store(true)
 		}
 		return false
 	}
-	defer unix.Close(fd)
-	for len(data) > 0 {
-		n, err := unix.Pwrite(fd, data, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return false
-		}
-		data, off = data[n:], off+int64(n)
-	}
-	return true
+	defer d.Close()
+	return dio.WriteAt(d, data, off) == nil
 }
