@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -100,13 +101,15 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 	return f, e.inc, true
 }
 
-// Preload reads f, a backing, through the page
-// cache, so that the kernel's direct reads of it (passthrough) find it in
-// memory: blocks are written to disk around the page cache (see
-// writeDirect), and this puts the file there once it is whole, off any
-// reader's path. A file larger than a quarter of the host's memory is
-// left on disk, for the kernel to read as it goes. Close stops a preload
-// under way.
+// Preload reads f, a backing, through the page cache, so that the
+// kernel's direct reads of it (passthrough) find it in memory: blocks are
+// written to disk around the page cache (see writeDirect), and this puts
+// the file there once it is whole, off any reader's path. It is background
+// work, done only while no read comes through the cache (it waits while
+// one has in the last preloadIdle), and one file at a time: a newer
+// Preload ends an older one, since the file read last is the likelier to
+// be read again. A file larger than a quarter of the host's memory is left
+// on disk, for the kernel to read as it goes. Close ends a preload.
 func (c *Cache) Preload(f *os.File) {
 	st, err := f.Stat()
 	if err != nil {
@@ -117,8 +120,23 @@ func (c *Cache) Preload(f *os.File) {
 	if unix.Sysinfo(&si) != nil || size > int64(si.Totalram)*int64(si.Unit)/4 {
 		return
 	}
+	gen := c.preloadGen.Add(1)
 	buf := make([]byte, min(size, c.opts.BlockSize))
 	for off := int64(0); off < size; {
+		for {
+			if c.preloadGen.Load() != gen {
+				return
+			}
+			idle := preloadIdle - time.Since(time.Unix(0, c.lastRead.Load()))
+			if idle <= 0 {
+				break
+			}
+			select {
+			case <-c.preloadQuit:
+				return
+			case <-time.After(idle):
+			}
+		}
 		select {
 		case <-c.preloadQuit:
 			return
@@ -132,6 +150,10 @@ func (c *Cache) Preload(f *os.File) {
 		}
 	}
 }
+
+// preloadIdle is how long no read must have come through the cache before
+// Preload goes on.
+const preloadIdle = 50 * time.Millisecond
 
 // Holds reports whether a file of size bytes fits in the disk layer
 // comfortably (in half of it), so that it can stay there whole.

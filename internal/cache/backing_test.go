@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
 )
 
 // fill caches the whole of r as version ver of key.
@@ -138,4 +139,67 @@ func TestBackingChecksBlocksAfterRestart(t *testing.T) {
 func dataFile(dir, key string) string {
 	c := &Cache{opts: Options{Dir: dir}}
 	return c.dataPath(key)
+}
+
+// Preload loads a backing only while no read comes through the cache, and
+// a newer Preload ends an older one.
+func TestPreloadGivesWay(t *testing.T) {
+	const bs = 4096
+	c := open(t, t.TempDir(), Options{BlockSize: bs})
+	r := &remote{data: make([]byte, 8*bs)}
+	rand.Read(r.data)
+	c.Validate("f", 1, int64(len(r.data)), "/d/f")
+	fill(t, c, "f", 1, r)
+	f, gen, ok := c.Backing("f", 1, -1)
+	if !ok {
+		t.Fatal("no backing for a file cached whole")
+	}
+	defer c.Unback("f", gen)
+	defer f.Close()
+
+	// Reads keep coming: the preload waits.
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(done)
+		p := make([]byte, 10)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.ReadAt(context.Background(), "f", p, 0, r.fetch)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	loaded := make(chan struct{})
+	go func() { c.Preload(f); close(loaded) }()
+	time.Sleep(3 * preloadIdle)
+	if n := c.Stats().Preloaded; n != 0 {
+		t.Fatalf("preloaded %d bytes while reads kept coming", n)
+	}
+	// A newer preload ends it; that one runs once the reads stop.
+	f2, err := os.Open(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	loaded2 := make(chan struct{})
+	go func() { c.Preload(f2); close(loaded2) }()
+	select {
+	case <-loaded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an older preload did not give way to a newer one")
+	}
+	close(stop)
+	<-done
+	select {
+	case <-loaded2:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a preload did not finish once reads stopped")
+	}
+	if n := c.Stats().Preloaded; n != int64(len(r.data)) {
+		t.Fatalf("preloaded %d bytes; want %d", n, len(r.data))
+	}
 }

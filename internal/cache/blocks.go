@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"time"
 )
 
 // Range is a byte range.
@@ -354,6 +355,7 @@ func (c *Cache) Fill(key string, version uint64, data []byte, name string) bool 
 // from fetch (whole blocks) where not. The file's size is the one last
 // given to Validate (or grown by WriteAt).
 func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64, fetch Fetcher) (int, error) {
+	c.lastRead.Store(time.Now().UnixNano())
 	_, size, _ := c.Version(key)
 	if off >= size {
 		return 0, io.EOF

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -165,6 +166,7 @@ func sameSlice(a, b []byte) bool {
 // ok=false otherwise; callers then use ReadAt. The slice must not be
 // changed.
 func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch Fetcher) (b []byte, ok bool, err error) {
+	c.lastRead.Store(time.Now().UnixNano())
 	_, size, _ := c.Version(key)
 	bs := c.opts.BlockSize
 	if off >= size || n <= 0 {
