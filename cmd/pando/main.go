@@ -12,11 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"pando.dev/pando/internal/cli"
-	"pando.dev/pando/internal/procs"
 )
 
 func main() {
-	procs.Set()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRootCmd()

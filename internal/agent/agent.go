@@ -25,6 +25,7 @@ import (
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/mount"
+	"pando.dev/pando/internal/procs"
 	"pando.dev/pando/internal/vfs"
 )
 
@@ -76,6 +77,7 @@ func DefaultCacheDir() string {
 
 // Start mounts the namespace.
 func Start(cfg Config) (*Agent, error) {
+	procs.Set() // spare Ps for the system calls that block (see procs)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
