@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,10 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 	files, smallRTT := 10000, 40*time.Millisecond
 	if o.Quick {
 		size, files, smallRTT = 32<<20, 300, rtts[len(rtts)-1]
+	}
+	reps := 3
+	if o.Quick {
+		reps = 1
 	}
 	var rows []Row
 	tlsRef, err := rawTLS(size)
@@ -81,22 +86,34 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 			cs := fmt.Sprintf("%s -p %d loopback", kind, p)
 			rows = append(rows, Row{Scenario: "transfer", Case: cs, Metric: "cp private vs Go TLS", Value: mbs, Unit: "MB/s",
 				Ref: "one Go TLS 1.3 stream, memory", RefValue: tlsRef, HigherBetter: true, Note: "data private (TLS)"})
-			clear, cpu, err := cpOnce(ctx, base, nil, size, p, kind == "disk", "clear", true)
-			if err != nil {
-				return nil, err
+			// Both tools' rates swing between runs on a shared machine:
+			// each figure is the median of reps runs, the two tools'
+			// runs taking turns.
+			var clears, cpus, gs, gcpus []float64
+			var gerr error
+			for range reps {
+				clear, cpu, err := cpOnce(ctx, base, nil, size, p, kind == "disk", "clear", true)
+				if err != nil {
+					return nil, err
+				}
+				clears, cpus = append(clears, clear), append(cpus, cpu)
+				if gerr == nil {
+					g, gcpu, err := globusCopy(base, size, p, kind == "disk", false)
+					gerr = err
+					gs, gcpus = append(gs, g), append(gcpus, gcpu)
+				}
 			}
-			row := Row{Scenario: "transfer", Case: cs, Metric: "cp --no-sync clear vs globus-url-copy", Value: clear, Unit: "MB/s",
-				HigherBetter: true, Note: "same stream count, both clear, neither syncs"}
+			row := Row{Scenario: "transfer", Case: cs, Metric: "cp --no-sync clear vs globus-url-copy", Value: median(clears), Unit: "MB/s",
+				HigherBetter: true, Note: fmt.Sprintf("same stream count, both clear, neither syncs; median of %d runs each", reps)}
 			// CPU time per GiB moved: what the copy costs the machine,
 			// steadier than a rate on a shared one. pando's share and
 			// client both run in this process; globus's server and client
 			// are two processes.
-			cpuRow := Row{Scenario: "transfer", Case: cs, Metric: "cp --no-sync clear CPU vs globus-url-copy", Value: cpu, Unit: "CPU-s/GiB",
+			cpuRow := Row{Scenario: "transfer", Case: cs, Metric: "cp --no-sync clear CPU vs globus-url-copy", Value: median(cpus), Unit: "CPU-s/GiB",
 				Note: "share and client together, user and system time"}
-			g, gcpu, gerr := globusCopy(base, size, p, kind == "disk", false)
 			if gerr == nil {
-				row.Ref, row.RefValue = "globus-url-copy -fast, clear", g
-				cpuRow.Ref, cpuRow.RefValue = "globus-gridftp-server and globus-url-copy", gcpu
+				row.Ref, row.RefValue = "globus-url-copy -fast, clear", median(gs)
+				cpuRow.Ref, cpuRow.RefValue = "globus-gridftp-server and globus-url-copy", median(gcpus)
 			} else {
 				row.Note = "no globus-url-copy reference: " + gerr.Error()
 				o.say("transfer: %s", row.Note)
@@ -105,18 +122,25 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 			if kind != "disk" {
 				continue
 			}
-			durable, _, err := cpOnce(ctx, base, nil, size, p, true, "clear", false)
-			if err != nil {
-				return nil, err
-			}
-			row = Row{Scenario: "transfer", Case: cs, Metric: "cp clear vs globus-url-copy + fsync", Value: durable, Unit: "MB/s",
-				HigherBetter: true, Note: "both durable at the end (cp syncs each checkpoint)"}
-			if gerr == nil {
-				if g, _, err := globusCopy(base, size, p, true, true); err == nil {
-					row.Ref, row.RefValue = "globus-url-copy -fast, then fsync", g
-				} else {
-					row.Note = "no globus-url-copy reference: " + err.Error()
+			var durables, gfs []float64
+			for range reps {
+				durable, _, err := cpOnce(ctx, base, nil, size, p, true, "clear", false)
+				if err != nil {
+					return nil, err
 				}
+				durables = append(durables, durable)
+				if gerr == nil {
+					g, _, err := globusCopy(base, size, p, true, true)
+					if err != nil {
+						gerr = err
+					}
+					gfs = append(gfs, g)
+				}
+			}
+			row = Row{Scenario: "transfer", Case: cs, Metric: "cp clear vs globus-url-copy + fsync", Value: median(durables), Unit: "MB/s",
+				HigherBetter: true, Note: fmt.Sprintf("both durable at the end (cp syncs each checkpoint); median of %d runs each", reps)}
+			if gerr == nil {
+				row.Ref, row.RefValue = "globus-url-copy -fast, then fsync", median(gfs)
 			} else {
 				row.Note = "no globus-url-copy reference: " + gerr.Error()
 			}
@@ -342,4 +366,18 @@ func selfCPU() float64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
