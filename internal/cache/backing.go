@@ -101,16 +101,41 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 	return f, e.inc, true
 }
 
-// Preload reads f, a backing, through the page cache, so that the
-// kernel's direct reads of it (passthrough) find it in memory: blocks are
-// written to disk around the page cache (see writeDirect), and this puts
-// the file there once it is whole, off any reader's path. It is background
-// work, done only while no read comes through the cache (it waits while
-// one has in the last preloadIdle), and one file at a time: a newer
-// Preload ends an older one, since the file read last is the likelier to
-// be read again. A file larger than a quarter of the host's memory is left
-// on disk, for the kernel to read as it goes. Close ends a preload.
-func (c *Cache) Preload(f *os.File) {
+// Preload reads key's data file through the page cache once it holds the
+// whole of version, so that the kernel's direct reads of it (passthrough)
+// find it in memory: blocks are written to disk around the page cache
+// (see writeDirect), and this puts the file there, off any reader's path.
+// It is background work, done only while no read comes through the cache
+// (it waits while one has in the last preloadIdle, holding no descriptor
+// while it waits before it starts), and one file at a time: a newer
+// Preload ends an older one at once, since the file read last is the
+// likelier to be read again. A file larger than a quarter of the host's
+// memory is left on disk, for the kernel to read as it goes. Close ends a
+// preload.
+func (c *Cache) Preload(key string, version uint64) {
+	c.preMu.Lock()
+	if c.preStop != nil {
+		close(c.preStop)
+	}
+	stop := make(chan struct{})
+	c.preStop = stop
+	c.preMu.Unlock()
+	defer func() {
+		c.preMu.Lock()
+		if c.preStop == stop {
+			c.preStop = nil
+		}
+		c.preMu.Unlock()
+	}()
+	if !c.waitIdle(stop) {
+		return
+	}
+	f, gen, ok := c.Backing(key, version, 0)
+	if !ok {
+		return
+	}
+	defer c.Unback(key, gen)
+	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return
@@ -120,33 +145,41 @@ func (c *Cache) Preload(f *os.File) {
 	if unix.Sysinfo(&si) != nil || size > int64(si.Totalram)*int64(si.Unit)/4 {
 		return
 	}
-	gen := c.preloadGen.Add(1)
 	buf := make([]byte, min(size, c.opts.BlockSize))
 	for off := int64(0); off < size; {
-		for {
-			if c.preloadGen.Load() != gen {
-				return
-			}
-			idle := preloadIdle - time.Since(time.Unix(0, c.lastRead.Load()))
-			if idle <= 0 {
-				break
-			}
-			select {
-			case <-c.preloadQuit:
-				return
-			case <-time.After(idle):
-			}
-		}
-		select {
-		case <-c.preloadQuit:
+		if !c.waitIdle(stop) {
 			return
-		default:
 		}
 		n, err := f.ReadAt(buf, off)
 		off += int64(n)
 		c.stats.preloaded.Add(int64(n))
 		if err != nil || n == 0 {
 			return
+		}
+	}
+}
+
+// waitIdle waits until no read has come through the cache for
+// preloadIdle; it reports false if stop or the cache closed meanwhile.
+func (c *Cache) waitIdle(stop chan struct{}) bool {
+	for {
+		idle := preloadIdle - time.Since(time.Unix(0, c.lastRead.Load()))
+		if idle <= 0 {
+			select {
+			case <-stop:
+				return false
+			case <-c.preloadQuit:
+				return false
+			default:
+				return true
+			}
+		}
+		select {
+		case <-stop:
+			return false
+		case <-c.preloadQuit:
+			return false
+		case <-time.After(idle):
 		}
 	}
 }

@@ -141,8 +141,8 @@ func dataFile(dir, key string) string {
 	return c.dataPath(key)
 }
 
-// Preload loads a backing only while no read comes through the cache, and
-// a newer Preload ends an older one.
+// Preload loads a file only while no read comes through the cache, and a
+// newer Preload ends an older one.
 func TestPreloadGivesWay(t *testing.T) {
 	const bs = 4096
 	c := open(t, t.TempDir(), Options{BlockSize: bs})
@@ -150,12 +150,6 @@ func TestPreloadGivesWay(t *testing.T) {
 	rand.Read(r.data)
 	c.Validate("f", 1, int64(len(r.data)), "/d/f")
 	fill(t, c, "f", 1, r)
-	f, gen, ok := c.Backing("f", 1, -1)
-	if !ok {
-		t.Fatal("no backing for a file cached whole")
-	}
-	defer c.Unback("f", gen)
-	defer f.Close()
 
 	// Reads keep coming: the preload waits.
 	done := make(chan struct{})
@@ -174,19 +168,26 @@ func TestPreloadGivesWay(t *testing.T) {
 		}
 	}()
 	loaded := make(chan struct{})
-	go func() { c.Preload(f); close(loaded) }()
+	go func() { c.Preload("f", 1); close(loaded) }()
 	time.Sleep(3 * preloadIdle)
 	if n := c.Stats().Preloaded; n != 0 {
 		t.Fatalf("preloaded %d bytes while reads kept coming", n)
 	}
 	// A newer preload ends it; that one runs once the reads stop.
-	f2, err := os.Open(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f2.Close()
 	loaded2 := make(chan struct{})
-	go func() { c.Preload(f2); close(loaded2) }()
+	go func() {
+		for {
+			c.preMu.Lock()
+			started := c.preStop != nil
+			c.preMu.Unlock()
+			if started {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		c.Preload("f", 1)
+		close(loaded2)
+	}()
 	select {
 	case <-loaded:
 	case <-time.After(5 * time.Second):
@@ -201,5 +202,10 @@ func TestPreloadGivesWay(t *testing.T) {
 	}
 	if n := c.Stats().Preloaded; n != int64(len(r.data)) {
 		t.Fatalf("preloaded %d bytes; want %d", n, len(r.data))
+	}
+	// A version the cache does not hold whole is not loaded.
+	c.Preload("f", 2)
+	if n := c.Stats().Preloaded; n != int64(len(r.data)) {
+		t.Fatalf("preloaded %d bytes after a preload of a version not cached", n-int64(len(r.data)))
 	}
 }

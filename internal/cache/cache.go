@@ -69,9 +69,10 @@ type Cache struct {
 	writerQuit chan struct{}
 	writerDone chan struct{}
 
-	noDirect    atomic.Bool   // the cache's file system refuses O_DIRECT
-	lastRead    atomic.Int64  // when a read last came through the cache (unix ns)
-	preloadGen  atomic.Uint64 // the newest Preload; older ones give way
+	noDirect    atomic.Bool  // the cache's file system refuses O_DIRECT
+	lastRead    atomic.Int64 // when a read last came through the cache (unix ns)
+	preMu       sync.Mutex
+	preStop     chan struct{} // closed to end the preload under way
 	preloads    sync.WaitGroup
 	preloadQuit chan struct{}
 }

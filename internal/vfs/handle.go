@@ -596,9 +596,9 @@ func (h *Handle) Whole(prepare bool) bool {
 	}
 	f, gen, ok := h.v.cache.Backing(h.key, ver, -1)
 	if ok {
-		h.v.cache.Preload(f)
 		f.Close()
 		h.v.cache.Unback(h.key, gen)
+		h.v.cache.Preload(h.key, ver)
 	}
 	return ok
 }
