@@ -8,6 +8,9 @@ import (
 	"os"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // fill caches the whole of r as version ver of key.
@@ -208,4 +211,68 @@ func TestPreloadGivesWay(t *testing.T) {
 	if n := c.Stats().Preloaded; n != int64(len(r.data)) {
 		t.Fatalf("preloaded %d bytes after a preload of a version not cached", n-int64(len(r.data)))
 	}
+}
+
+// A large file's blocks go to its data file around the page cache; read
+// back from disk (the memory layer off), they are the bytes fetched, and
+// a backing reads the whole file.
+func TestLargeFileDirectWrites(t *testing.T) {
+	const bs = 1 << 20
+	c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1})
+	r := &remote{data: make([]byte, directMin+bs/2)}
+	rand.Read(r.data)
+	fill(t, c, "f", 1, r)
+	c.Sync()
+	if c.noDirect.Load() {
+		t.Log("the test directory's file system has no O_DIRECT: blocks went through the page cache")
+	} else if n := resident(t, c.dataPath("f")); n > len(r.data)/8 {
+		t.Errorf("%d of %d bytes of the data file are in the page cache after direct writes", n, len(r.data))
+	}
+	got := make([]byte, len(r.data))
+	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, r.data) {
+		t.Fatal("blocks read back from disk differ")
+	}
+	if st := c.Stats(); st.BadBlocks != 0 {
+		t.Fatalf("%d blocks failed their checksum", st.BadBlocks)
+	}
+	f, gen, ok := c.Backing("f", 1, -1)
+	if !ok {
+		t.Fatal("no backing for a file cached whole")
+	}
+	defer c.Unback("f", gen)
+	defer f.Close()
+	if !bytes.Equal(readAll(t, f), r.data) {
+		t.Fatal("the backing does not read the file")
+	}
+}
+
+// resident counts the bytes of the file at p held in the page cache.
+func resident(t *testing.T, p string) int {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	pg := os.Getpagesize()
+	vec := make([]byte, (len(m)+pg-1)/pg)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		if v&1 != 0 {
+			n += pg
+		}
+	}
+	return n
 }

@@ -196,8 +196,14 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch F
 	return blk[in:to], true, nil
 }
 
+// directMin is the size from which a file's whole blocks go to its data
+// file around the page cache (see writeDirect): a smaller file is likelier
+// to be read again soon, and is then read from memory at once.
+const directMin = 64 << 20
+
 // writeDirect writes a staged block (e.dmu held, e.mu not). A whole,
-// aligned block bypasses the page cache (O_DIRECT): new page-cache pages
+// aligned block of a large file (directMin) bypasses the page cache
+// (O_DIRECT): new page-cache pages
 // cost the writer more than the disk does (on virtual machines that hand
 // free memory back to their host, several times more), and the reader
 // already has the block in memory. A file made whole is loaded into the
@@ -213,8 +219,9 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 		return err
 	}
 	e.io++
+	large := e.rec.Size >= directMin
 	e.mu.Unlock()
-	if !c.pwriteDirect(f, data, off) {
+	if !large || !c.pwriteDirect(f, data, off) {
 		_, err = f.WriteAt(data, off)
 		if err == nil {
 			_ = unix.SyncFileRange(int(f.Fd()), off, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
