@@ -172,8 +172,8 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct\n",
 				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct)
 			c := st.Cache
-			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk, %s in memory, %d files\n",
-				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.MemoryBytes), c.Files)
+			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk, %s in memory, %d files; %s loaded back into the page cache\n",
+				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.MemoryBytes), c.Files, cli.Size(c.Preloaded))
 			ops := make([]string, 0, len(st.RPCs))
 			for op := range st.RPCs {
 				ops = append(ops, op)
