@@ -19,7 +19,7 @@ type file struct {
 	n      *node
 	pt     bool   // opened in passthrough mode
 	direct bool   // opened for direct I/O by choice (see node.open)
-	pid    uint32 // the process that opened it, if known
+	pid    uint32 // the thread that opened it (the kernel names threads), if known
 
 	// drop-behind of a sequential reader of a large file (see dropBehind)
 	dmu              sync.Mutex

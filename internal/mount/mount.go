@@ -37,7 +37,7 @@ type Mount struct {
 	// opens of regular files, by the mode the kernel serves them in
 	ptOpens, directOpens, cachedOpens atomic.Int64
 
-	// processes seen reading a direct open in small pieces (see
+	// threads seen reading a direct open in small pieces (see
 	// smallReader); cleared when it grows past maxSmallPids
 	smallPids map[uint32]bool
 }

@@ -84,7 +84,8 @@ func (f *ptFile) PassthroughFd() (int, bool) {
 }
 
 // open decides an open's mode and returns its handle and open flags; pid
-// is the opening process (0 if unknown).
+// is the opening thread as the kernel names it (the process, for a
+// single-threaded program; 0 if unknown).
 func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, uint32) {
 	f := &file{h: h, m: n.m, n: n, pid: pid}
 	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && !n.m.noPassthrough
@@ -196,8 +197,9 @@ func asFile(h fs.FileHandle) *file {
 // Direct I/O costs a program that reads in small pieces a round trip to
 // the agent for each piece, where the kernel's page cache would have
 // gathered them into large reads. A direct open whose first reads average
-// under smallRead marks its file and its process (smallReader): their
-// later opens go through the page cache.
+// under smallRead marks its file and the thread that opened it
+// (smallReader; the process, for a single-threaded program such as dd,
+// tar or grep): their later opens go through the page cache.
 const (
 	smallRead    = 32 << 10
 	smallReads   = 64 // reads looked at
@@ -229,7 +231,7 @@ func (f *file) sawReads(n int64) {
 	}
 }
 
-// smallReader reports whether process pid was seen reading a direct open
+// smallReader reports whether thread pid was seen reading a direct open
 // in small pieces.
 func (m *Mount) smallReader(pid uint32) bool {
 	if pid == 0 {
