@@ -113,6 +113,10 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 // memory is left on disk, for the kernel to read as it goes. Close ends a
 // preload.
 func (c *Cache) Preload(key string, version uint64) {
+	var si unix.Sysinfo_t
+	if ver, size, ok := c.Version(key); !ok || ver != version || unix.Sysinfo(&si) != nil || size > int64(si.Totalram)*int64(si.Unit)/4 {
+		return
+	}
 	c.preMu.Lock()
 	if c.preStop != nil {
 		close(c.preStop)
@@ -136,20 +140,8 @@ func (c *Cache) Preload(key string, version uint64) {
 	}
 	defer c.Unback(key, gen)
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return
-	}
-	size := st.Size()
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) != nil || size > int64(si.Totalram)*int64(si.Unit)/4 {
-		return
-	}
-	buf := make([]byte, min(size, c.opts.BlockSize))
-	for off := int64(0); off < size; {
-		if !c.waitIdle(stop) {
-			return
-		}
+	buf := make([]byte, c.opts.BlockSize)
+	for off := int64(0); c.waitIdle(stop); {
 		n, err := f.ReadAt(buf, off)
 		off += int64(n)
 		c.stats.preloaded.Add(int64(n))
@@ -160,25 +152,23 @@ func (c *Cache) Preload(key string, version uint64) {
 }
 
 // waitIdle waits until no read has come through the cache for
-// preloadIdle; it reports false if stop or the cache closed meanwhile.
+// preloadIdle; it reports false if stop or the cache closed first.
 func (c *Cache) waitIdle(stop chan struct{}) bool {
 	for {
-		idle := preloadIdle - time.Since(time.Unix(0, c.lastRead.Load()))
-		if idle <= 0 {
-			select {
-			case <-stop:
-				return false
-			case <-c.preloadQuit:
-				return false
-			default:
-				return true
-			}
-		}
 		select {
 		case <-stop:
 			return false
 		case <-c.preloadQuit:
 			return false
+		default:
+		}
+		idle := preloadIdle - time.Since(time.Unix(0, c.lastRead.Load()))
+		if idle <= 0 {
+			return true
+		}
+		select {
+		case <-stop:
+		case <-c.preloadQuit:
 		case <-time.After(idle):
 		}
 	}

@@ -128,13 +128,20 @@ func TestBackingChecksBlocksAfterRestart(t *testing.T) {
 		t.Fatal("the bad block was not dropped")
 	}
 	fill(t, c2, "f", 1, r)
-	f, gen, ok := c2.Backing("f", 1, -1)
+	backingReads(t, c2, "f", 1, r.data, "once the bad block was fetched again")
+}
+
+// backingReads checks that key has a backing for ver (when says when)
+// and that it reads want.
+func backingReads(t *testing.T, c *Cache, key string, ver uint64, want []byte, when string) {
+	t.Helper()
+	f, gen, ok := c.Backing(key, ver, -1)
 	if !ok {
-		t.Fatal("no backing once the bad block was fetched again")
+		t.Fatal("no backing " + when)
 	}
-	defer c2.Unback("f", gen)
+	defer c.Unback(key, gen)
 	defer f.Close()
-	if !bytes.Equal(readAll(t, f), r.data) {
+	if !bytes.Equal(readAll(t, f), want) {
 		t.Fatal("the backing does not read the file")
 	}
 }
@@ -238,15 +245,7 @@ func TestLargeFileDirectWrites(t *testing.T) {
 	if st := c.Stats(); st.BadBlocks != 0 {
 		t.Fatalf("%d blocks failed their checksum", st.BadBlocks)
 	}
-	f, gen, ok := c.Backing("f", 1, -1)
-	if !ok {
-		t.Fatal("no backing for a file cached whole")
-	}
-	defer c.Unback("f", gen)
-	defer f.Close()
-	if !bytes.Equal(readAll(t, f), r.data) {
-		t.Fatal("the backing does not read the file")
-	}
+	backingReads(t, c, "f", 1, r.data, "for a file cached whole")
 }
 
 // resident counts the bytes of the file at p held in the page cache.

@@ -73,7 +73,6 @@ type Cache struct {
 	lastRead    atomic.Int64 // when a read last came through the cache (unix ns)
 	preMu       sync.Mutex
 	preStop     chan struct{} // closed to end the preload under way
-	preloads    sync.WaitGroup
 	preloadQuit chan struct{}
 }
 

@@ -111,9 +111,14 @@ func (m *memLRU) dropFile(key string, from int64) {
 // on their way to disk stay readable until they are there.
 func (c *Cache) Forget(key string, from, to int64) {
 	bs := c.opts.BlockSize
-	c.mem.mu.Lock()
-	defer c.mem.mu.Unlock()
-	for idx := (from + bs - 1) / bs; (idx+1)*bs <= to; idx++ {
-		c.mem.removeLocked(blockID{key, idx})
+	c.mem.removeRange(key, (from+bs-1)/bs, to/bs)
+}
+
+// removeRange removes blocks [from, to) of key.
+func (m *memLRU) removeRange(key string, from, to int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for idx := from; idx < to; idx++ {
+		m.removeLocked(blockID{key, idx})
 	}
 }

@@ -81,7 +81,9 @@ func (f *file) dropBehind(off, n int64) {
 	f.dmu.Unlock()
 	if ok {
 		f.h.Forget(from, to)
-		go f.n.NotifyContent(from, to-from)
+		if !f.direct { // a direct open leaves no pages in the kernel
+			go f.n.NotifyContent(from, to-from)
+		}
 	}
 }
 
