@@ -9,64 +9,6 @@ import (
 	"time"
 )
 
-// Range is a byte range.
-type Range struct {
-	Off int64 `cbor:"1,keyasint"`
-	Len int64 `cbor:"2,keyasint"`
-}
-
-// End is the first byte after r.
-func (r Range) End() int64 { return r.Off + r.Len }
-
-func (e *entry) dirtyBlock(idx, bs int64) bool {
-	lo, hi := idx*bs, (idx+1)*bs
-	for _, r := range e.rec.Dirty {
-		if r.Off < hi && r.End() > lo {
-			return true
-		}
-	}
-	return false
-}
-
-// addDirty merges r into the sorted, disjoint dirty ranges.
-func addDirty(rs []Range, r Range) []Range {
-	out := make([]Range, 0, len(rs)+1)
-	for _, x := range rs {
-		if x.End() < r.Off || x.Off > r.End() {
-			out = append(out, x)
-			continue
-		}
-		lo, hi := min(x.Off, r.Off), max(x.End(), r.End())
-		r = Range{lo, hi - lo}
-	}
-	out = append(out, r)
-	sortRanges(out)
-	return out
-}
-
-func sortRanges(rs []Range) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].Off < rs[j-1].Off; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
-	}
-}
-
-// clip cuts ranges at size.
-func clip(rs []Range, size int64) []Range {
-	out := rs[:0]
-	for _, r := range rs {
-		if r.Off >= size {
-			continue
-		}
-		if r.End() > size {
-			r.Len = size - r.Off
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
 func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 // blockLen is the length of block idx in a file of size bytes.
@@ -494,68 +436,6 @@ func (c *Cache) Truncate(key string, size int64) error {
 		return c.putBlock(key, last, trim)
 	}
 	return nil
-}
-
-// Dirty returns the dirty ranges of key.
-func (c *Cache) Dirty(key string) []Range {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]Range(nil), e.rec.Dirty...)
-}
-
-// DirtyKeys lists files with dirty data (to replay after a restart).
-func (c *Cache) DirtyKeys() []Entry {
-	var out []Entry
-	for _, e := range c.List() {
-		if e.Dirty {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// MarkClean records that the ranges reached the share, which now holds
-// version.
-func (c *Cache) MarkClean(key string, done []Range, version uint64, size int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, d := range done {
-		e.rec.Dirty = subtract(e.rec.Dirty, d)
-	}
-	e.rec.Version = version
-	if len(e.rec.Dirty) == 0 {
-		e.rec.Size = size
-	}
-	c.touch(key)
-}
-
-func subtract(rs []Range, d Range) []Range {
-	var out []Range
-	for _, r := range rs {
-		if r.End() <= d.Off || r.Off >= d.End() {
-			out = append(out, r)
-			continue
-		}
-		if r.Off < d.Off {
-			out = append(out, Range{r.Off, d.Off - r.Off})
-		}
-		if r.End() > d.End() {
-			out = append(out, Range{d.End(), r.End() - d.End()})
-		}
-	}
-	return out
 }
 
 // evict drops least recently used clean blocks until the disk layer is

@@ -253,3 +253,60 @@ func (c *Cache) pwriteDirect(f *os.File, data []byte, off int64) bool {
 	defer d.Close()
 	return dio.WriteAt(d, data, off) == nil
 }
+
+// staged is a fetched block on its way to disk, with the CRC32C it
+// arrived with when the fetcher knew it.
+type staged struct {
+	data   []byte
+	sum    uint32
+	summed bool
+}
+
+func (e *entry) pendingBlock(idx int64) []byte {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return e.pending[idx].data
+}
+
+// pendingSum returns the CRC32C of data, the staged block idx: the one it
+// arrived with if known, else computed now.
+func (e *entry) pendingSum(idx int64, data []byte) uint32 {
+	e.pmu.Lock()
+	st := e.pending[idx]
+	e.pmu.Unlock()
+	if st.summed && sameSlice(st.data, data) {
+		return st.sum
+	}
+	return crc(data)
+}
+
+func (e *entry) dropPending(idx int64) {
+	e.pmu.Lock()
+	delete(e.pending, idx)
+	e.pmu.Unlock()
+}
+
+// dropPendingIf drops the staged block idx if it is still data.
+func (e *entry) dropPendingIf(idx int64, data []byte) {
+	e.pmu.Lock()
+	if sameSlice(e.pending[idx].data, data) {
+		delete(e.pending, idx)
+	}
+	e.pmu.Unlock()
+}
+
+func (e *entry) dropAllPending(from int64) {
+	e.pmu.Lock()
+	for idx := range e.pending {
+		if idx >= from {
+			delete(e.pending, idx)
+		}
+	}
+	e.pmu.Unlock()
+}
+
+func (e *entry) pendingCount() int {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return len(e.pending)
+}

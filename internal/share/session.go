@@ -1,0 +1,85 @@
+package share
+
+import (
+	"time"
+
+	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// The requests of an agent's session: its invalidation polls, the
+// delegations it returns, and the write delegations its opens are granted.
+
+// grantWrite grants session id a write delegation on rel if no other
+// agent has the file open; other agents' read delegations on it are
+// recalled first, so that they ask again (and so recall this one) before
+// they use the file.
+func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) bool {
+	s.mu.Lock()
+	for _, h := range s.handles {
+		if h.rel == rel && h.session != id {
+			s.mu.Unlock()
+			return false
+		}
+	}
+	s.mu.Unlock()
+	if !reclaim {
+		s.changed(req, rel)
+	}
+	return s.inv.grantWrite(id, rel, reclaim)
+}
+
+// sessionID checks the token of a request that names an agent session
+// (what: the request, for the error) and returns the session's id.
+// Sessions are per principal: one cannot drain another's buffer or
+// return another's delegation.
+func (s *Server) sessionID(req *rpc.Request, tok uint32, session, what string) (string, error) {
+	t, err := s.token(req, tok)
+	if err != nil {
+		return "", err
+	}
+	if session == "" || len(session) > 64 {
+		return "", wire.Errorf(wire.CodeInvalid, "%s needs a session name of 1 to 64 bytes", what)
+	}
+	return t.Principal + "/" + session, nil
+}
+
+// getInv answers an invalidation poll.
+func (s *Server) getInv(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.GetInvReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	id, err := s.sessionID(req, r.Tok, r.Session, "an invalidation poll")
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	paths, recalls, stamp, force, again := s.inv.longPoll(id, r.Since, int(min(r.Max, 65536)),
+		time.Duration(r.Wait), time.Duration(r.Lease))
+	return rpc.Reply{Msg: wire.GetInvResp{Paths: paths, Recalls: recalls, Stamp: stamp, Force: force, Again: again, Epoch: s.inv.epoch}}, nil
+}
+
+// delegReturn takes back (part of) a recalled write delegation.
+func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.DelegReturnReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	id, err := s.sessionID(req, r.Tok, r.Session, "a delegation return")
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if len(r.Pending) > 1<<16 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return may name at most 65536 pending ranges")
+	}
+	if s.inv.returnDeleg(id, r.Path, r.Pending, r.Done) {
+		// The writes of the return were not recalled one by one from
+		// the readers that went ahead meanwhile: once, now.
+		s.changed(req, r.Path)
+	}
+	if !r.Done {
+		fault.Crash("share.deleg.partial-return")
+	}
+	return rpc.Reply{}, nil
+}
