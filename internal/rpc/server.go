@@ -429,14 +429,21 @@ func (c *ServerConn) write(typ, flags byte, op wire.Op, id uint32, meta, data []
 
 // writeSummed is write with the CRC32C of data, if sum is set.
 func (c *ServerConn) writeSummed(typ, flags byte, op wire.Op, id uint32, meta, data []byte, sum *uint32) error {
-	buf := make([]byte, 0, wire.HeaderSize+len(meta)+min(len(data), 64<<10))
+	// Small data goes out in the same write as the header; larger data
+	// is written from where it is.
+	inline := len(data) < 64<<10
+	size := wire.HeaderSize + len(meta)
+	if inline {
+		size += len(data)
+	}
+	buf := make([]byte, 0, size)
 	if sum != nil {
 		buf = wire.AppendHeaderCRC(buf, typ, flags, op, id, meta, data, *sum)
 	} else {
 		buf = wire.AppendHeader(buf, typ, flags, op, id, meta, data)
 	}
 	buf = append(buf, meta...)
-	if len(data) < 64<<10 {
+	if inline {
 		buf = append(buf, data...)
 		data = nil
 	}
