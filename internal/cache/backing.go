@@ -53,16 +53,18 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 		return nil, 0, false
 	}
 	for _, idx := range missing {
-		data := c.mem.get(blockID{key, idx})
-		if data == nil {
-			data = e.pendingBlock(idx)
+		blk := c.mem.get(blockID{key, idx})
+		if blk == nil {
+			blk = e.pendingBlock(idx)
 		}
-		if data == nil {
+		if blk == nil {
 			// Written by the disk writer since (and gone from memory)?
 			// The check under e.mu below tells.
 			continue
 		}
-		if !c.hold(e, key, idx, data, g, nil) {
+		held := c.hold(e, key, idx, blk, g, nil)
+		blk.release()
+		if !held {
 			return nil, 0, false
 		}
 		c.writeStaged(blockID{key, idx})

@@ -16,10 +16,10 @@ func (c *Cache) blockLen(idx, size int64) int64 {
 	return max(0, min(c.opts.BlockSize, size-idx*c.opts.BlockSize))
 }
 
-// readBlock returns the cached bytes of block idx, from memory or disk, or
-// nil if absent. A block that fails its CRC is dropped and ErrBadBlock
-// returned.
-func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
+// readBlock returns the cached block idx (held for the caller), from
+// memory or disk, or nil if absent. A block that fails its CRC is dropped
+// and ErrBadBlock returned.
+func (c *Cache) readBlock(key string, idx int64) (*block, error) {
 	c.mu.Lock()
 	e := c.entries[key]
 	c.mu.Unlock()
@@ -41,7 +41,7 @@ func (c *Cache) readBlock(key string, idx int64) ([]byte, error) {
 // readDisk reads block idx of e from its data file. A read that fails the
 // block's CRC is tried once more with the disk lock held (a write of the
 // block may have been under way); if it fails again the block is dropped.
-func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) ([]byte, error) {
+func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) (*block, error) {
 	key := e.key
 	e.mu.Lock()
 	info, ok := e.rec.Blocks[idx]
@@ -56,7 +56,8 @@ func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) ([]byte, err
 	}
 	e.io++
 	e.mu.Unlock()
-	buf := make([]byte, info.Len)
+	blk := newBlock(int64(info.Len), c.opts.BlockSize)
+	buf := blk.b
 	_, rerr := f.ReadAt(buf, idx*c.opts.BlockSize)
 	e.mu.Lock()
 	e.io--
@@ -64,6 +65,7 @@ func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) ([]byte, err
 	e.rec.Use = now
 	e.touchBlock(idx, now)
 	if rerr != nil && !errors.Is(rerr, io.EOF) || crc(buf) != info.CRC {
+		blk.release()
 		if !writesHeld {
 			e.mu.Unlock()
 			e.dmu.Lock()
@@ -82,8 +84,8 @@ func (c *Cache) readDisk(e *entry, idx, now int64, writesHeld bool) ([]byte, err
 	}
 	delete(e.unchecked, idx)
 	e.mu.Unlock()
-	c.mem.put(blockID{key, idx}, buf)
-	return buf, nil
+	c.mem.put(blockID{key, idx}, blk)
+	return blk, nil
 }
 
 func (e *entry) touchBlock(idx, now int64) {
@@ -135,14 +137,16 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	e.dropPending(idx)
 	e.mu.Unlock()
 	e.dmu.Unlock()
-	c.mem.put(blockID{key, idx}, data)
+	blk := plainBlock(data)
+	c.mem.put(blockID{key, idx}, blk)
+	blk.release()
 	c.touch(key)
 	return nil
 }
 
 // fetchBlock fills block idx of key from fetch, once for all concurrent
-// callers.
-func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fetch Fetcher) ([]byte, error) {
+// callers, and returns it held for the caller.
+func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fetch Fetcher) (*block, error) {
 	othersFailed := 0
 	for {
 		if b, err := c.readBlock(key, idx); b != nil || err != nil && !errors.Is(err, ErrBadBlock) {
@@ -179,20 +183,21 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 		gen := e.gen.Load()
 
 		n := c.blockLen(idx, size)
-		buf := make([]byte, n)
+		blk := newBlock(n, c.opts.BlockSize)
 		sum := &sumSlot{}
-		got, err := fetch(context.WithValue(ctx, sumKey{}, sum), buf, idx*c.opts.BlockSize)
+		got, err := fetch(context.WithValue(ctx, sumKey{}, sum), blk.b, idx*c.opts.BlockSize)
 		stale := false
 		if err != nil && !errors.Is(err, io.EOF) {
 			fl.err = err
+			blk.keep() // a reply may still be on its way into it
 		} else {
-			buf = buf[:got]
+			blk.b = blk.b[:got]
 			c.stats.fetches.Add(1)
 			c.stats.fetched.Add(int64(got))
 			// The block may have been written, truncated or invalidated
 			// while it was fetched: then the fetched bytes are not the
 			// cache's to keep, nor to return.
-			stale = !c.stage(e, key, idx, buf, gen, sum)
+			stale = !c.stage(e, key, idx, blk, gen, sum)
 		}
 		c.mu.Lock()
 		delete(c.flights, id)
@@ -202,10 +207,11 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 			return nil, fl.err
 		}
 		if stale {
+			blk.release()
 			continue
 		}
 		c.evict()
-		return buf, nil
+		return blk, nil
 	}
 }
 
@@ -222,7 +228,7 @@ func (c *Cache) Present(key string, idx int64) bool {
 
 // held reports whether block idx of e is in memory, staged or on disk.
 func (c *Cache) held(e *entry, idx int64) bool {
-	if c.mem.has(blockID{e.key, idx}) || e.pendingBlock(idx) != nil {
+	if c.mem.has(blockID{e.key, idx}) || e.isPending(idx) {
 		return true
 	}
 	e.mu.Lock()
@@ -245,7 +251,10 @@ func (c *Cache) Prefetch(ctx context.Context, key string, idx int64, fetch Fetch
 	if fl != nil {
 		return nil
 	}
-	_, err := c.fetchBlock(ctx, key, idx, size, fetch)
+	blk, err := c.fetchBlock(ctx, key, idx, size, fetch)
+	if err == nil {
+		blk.release()
+	}
 	return err
 }
 
@@ -267,7 +276,7 @@ func (c *Cache) Fill(key string, version uint64, data []byte, name string) bool 
 	}
 	e.mu.Lock()
 	_, have := e.rec.Blocks[0]
-	if len(e.rec.Dirty) > 0 || e.rec.Version > version || e.rec.Version == version && (have || c.mem.has(blockID{key, 0}) || e.pendingBlock(0) != nil) {
+	if len(e.rec.Dirty) > 0 || e.rec.Version > version || e.rec.Version == version && (have || c.mem.has(blockID{key, 0}) || e.isPending(0)) {
 		e.mu.Unlock()
 		c.mu.Unlock()
 		return false
@@ -286,7 +295,9 @@ func (c *Cache) Fill(key string, version uint64, data []byte, name string) bool 
 	e.mu.Unlock()
 	c.touch(key)
 	c.mu.Unlock()
-	ok := c.stage(e, key, 0, append([]byte(nil), data...), gen, nil)
+	blk := plainBlock(append([]byte(nil), data...))
+	ok := c.stage(e, key, 0, blk, gen, nil)
+	blk.release()
 	if ok {
 		c.evict()
 	}
@@ -325,9 +336,10 @@ func (c *Cache) ReadAt(ctx context.Context, key string, p []byte, off int64, fet
 		// the block was cached.
 		end := min(idx*bs+c.blockLen(idx, size), off+want) - idx*bs
 		k := int64(0)
-		if in < int64(len(b)) {
-			k = int64(copy(p[n:n+end-in], b[in:min(int64(len(b)), end)]))
+		if in < int64(len(b.b)) {
+			k = int64(copy(p[n:n+end-in], b.b[in:min(int64(len(b.b)), end)]))
 		}
+		b.release()
 		clear(p[n+k : n+end-in])
 		n += end - in
 	}
@@ -367,10 +379,17 @@ func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fe
 				return err
 			}
 		}
-		blen := max(int64(len(cur)), in+chunk, min(bs, max(size-idx*bs, 0)))
+		var old []byte
+		if cur != nil {
+			old = cur.b
+		}
+		blen := max(int64(len(old)), in+chunk, min(bs, max(size-idx*bs, 0)))
 		nb := make([]byte, blen)
-		copy(nb, cur)
+		copy(nb, old)
 		copy(nb[in:], p[n:n+chunk])
+		if cur != nil {
+			cur.release()
+		}
 		c.mu.Lock()
 		e := c.get(key)
 		e.mu.Lock()
@@ -405,8 +424,11 @@ func (c *Cache) Truncate(key string, size int64) error {
 		if err != nil && !errors.Is(err, ErrBadBlock) {
 			return err
 		}
-		if b != nil && int64(len(b)) > size%bs {
-			trim = append([]byte(nil), b[:size%bs]...)
+		if b != nil {
+			if int64(len(b.b)) > size%bs {
+				trim = append([]byte(nil), b.b[:size%bs]...)
+			}
+			b.release()
 		}
 	}
 	c.mu.Lock()

@@ -297,3 +297,5 @@ func TestReportedSumIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+func init() { poisonFreed = true }

@@ -17,8 +17,8 @@ type memLRU struct {
 }
 
 type memItem struct {
-	id   blockID
-	data []byte
+	id  blockID
+	blk *block // held by the memory layer
 }
 
 func newMemLRU(max int64) *memLRU {
@@ -31,12 +31,13 @@ func (m *memLRU) size() int64 {
 	return m.used
 }
 
-func (m *memLRU) get(id blockID) []byte {
+// get returns block id held for the caller, or nil.
+func (m *memLRU) get(id blockID) *block {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el := m.items[id]; el != nil {
 		m.ll.MoveToFront(el)
-		return el.Value.(*memItem).data
+		return el.Value.(*memItem).blk.hold()
 	}
 	return nil
 }
@@ -47,28 +48,27 @@ func (m *memLRU) has(id blockID) bool {
 	return m.items[id] != nil
 }
 
-func (m *memLRU) put(id blockID, data []byte) {
+// put keeps blk as block id (holding it for the memory layer).
+func (m *memLRU) put(id blockID, blk *block) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.max <= 0 || int64(len(data)) > m.max {
+	if m.max <= 0 || int64(len(blk.b)) > m.max {
 		m.removeLocked(id)
 		return
 	}
+	blk.hold()
 	if el := m.items[id]; el != nil {
 		it := el.Value.(*memItem)
-		m.used += int64(len(data)) - int64(len(it.data))
-		it.data = data
+		m.used += int64(len(blk.b)) - int64(len(it.blk.b))
+		it.blk.release()
+		it.blk = blk
 		m.ll.MoveToFront(el)
 	} else {
-		m.items[id] = m.ll.PushFront(&memItem{id, data})
-		m.used += int64(len(data))
+		m.items[id] = m.ll.PushFront(&memItem{id, blk})
+		m.used += int64(len(blk.b))
 	}
 	for m.used > m.max {
-		el := m.ll.Back()
-		it := el.Value.(*memItem)
-		m.ll.Remove(el)
-		delete(m.items, it.id)
-		m.used -= int64(len(it.data))
+		m.removeLocked(m.ll.Back().Value.(*memItem).id)
 	}
 }
 
@@ -80,9 +80,11 @@ func (m *memLRU) remove(id blockID) {
 
 func (m *memLRU) removeLocked(id blockID) {
 	if el := m.items[id]; el != nil {
-		m.used -= int64(len(el.Value.(*memItem).data))
+		it := el.Value.(*memItem)
+		m.used -= int64(len(it.blk.b))
 		m.ll.Remove(el)
 		delete(m.items, id)
+		it.blk.release()
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // the disk writer. When the writer is behind, the block stays in memory
 // only: it is a cache, and readers must not wait for the disk.
 // It reports false, caching nothing, if the entry changed since gen.
-func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64, sum *sumSlot) bool {
-	if !c.hold(e, key, idx, data, gen, sum) {
+func (c *Cache) stage(e *entry, key string, idx int64, blk *block, gen uint64, sum *sumSlot) bool {
+	if !c.hold(e, key, idx, blk, gen, sum) {
 		return false
 	}
 	select {
@@ -30,8 +30,9 @@ func (c *Cache) stage(e *entry, key string, idx int64, data []byte, gen uint64, 
 // hold makes a block readable from memory and marks it as waiting for
 // the disk (the caller writes it, or has the writer do so). It reports
 // false, holding nothing, if the entry changed since gen.
-// sum, if not nil, may carry the block's CRC32C.
-func (c *Cache) hold(e *entry, key string, idx int64, data []byte, gen uint64, sum *sumSlot) bool {
+// sum, if not nil, may carry the block's CRC32C. The memory layer and the
+// queue hold blk for themselves.
+func (c *Cache) hold(e *entry, key string, idx int64, blk *block, gen uint64, sum *sumSlot) bool {
 	e.mu.Lock()
 	if e.gen.Load() != gen {
 		e.mu.Unlock()
@@ -43,14 +44,17 @@ func (c *Cache) hold(e *entry, key string, idx int64, data []byte, gen uint64, s
 		e.mu.Unlock()
 		return true
 	}
-	c.mem.put(blockID{key, idx}, data)
+	c.mem.put(blockID{key, idx}, blk)
 	e.pmu.Lock()
 	if e.pending == nil {
 		e.pending = make(map[int64]staged)
 	}
-	st := staged{data: data}
-	if sum != nil && sum.ok && sum.n == len(data) {
+	st := staged{blk: blk.hold()}
+	if sum != nil && sum.ok && sum.n == len(blk.b) {
 		st.sum, st.summed = sum.crc, true
+	}
+	if old := e.pending[idx].blk; old != nil {
+		old.release()
 	}
 	e.pending[idx] = st
 	e.pmu.Unlock()
@@ -84,7 +88,7 @@ func (c *Cache) writeStaged(id blockID) {
 	c.mu.Lock()
 	e := c.entries[id.key]
 	c.mu.Unlock()
-	if e == nil || e.pendingBlock(id.idx) == nil {
+	if e == nil || !e.isPending(id.idx) {
 		return // dropped, superseded or written meanwhile
 	}
 	// Make room first: evicting only after the block is recorded
@@ -96,16 +100,18 @@ func (c *Cache) writeStaged(id blockID) {
 	e.dmu.Lock()
 	defer e.dmu.Unlock()
 	e.mu.Lock()
-	data := e.pendingBlock(id.idx)
+	blk := e.pendingBlock(id.idx)
 	_, had := e.rec.Blocks[id.idx]
 	e.mu.Unlock()
-	if data == nil {
+	if blk == nil {
 		return // dropped or superseded meanwhile
 	}
+	defer blk.release()
+	data := blk.b
 	if had {
 		// A write recorded the block since it was staged: the staged
 		// bytes are older.
-		e.dropPendingIf(id.idx, data)
+		e.dropPendingIf(id.idx, blk)
 		return
 	}
 	err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
@@ -117,10 +123,10 @@ func (c *Cache) writeStaged(id blockID) {
 	case had:
 		// Recorded by a write meanwhile (cannot happen while we hold
 		// e.dmu, which writes take too): leave it.
-	case sameSlice(e.pendingBlock(id.idx), data):
+	case e.isPendingBlock(id.idx, blk):
 		// Still the staged block: record it.
 		c.diskUsed.Add(c.opts.BlockSize)
-		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: e.pendingSum(id.idx, data)}
+		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: e.pendingSum(id.idx, blk)}
 		delete(e.unchecked, id.idx)
 		e.touchBlock(id.idx, c.clock.Add(1))
 	default:
@@ -131,7 +137,7 @@ func (c *Cache) writeStaged(id blockID) {
 		}
 		c.doneFile(e)
 	}
-	e.dropPendingIf(id.idx, data)
+	e.dropPendingIf(id.idx, blk)
 	e.mu.Unlock()
 	c.touch(id.key)
 	c.evict()
@@ -157,43 +163,40 @@ func ReportSum(ctx context.Context, n int, sum uint32) {
 	}
 }
 
-func sameSlice(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
 // Slice returns the bytes of key at [off, off+n) without copying when they
 // lie inside one cached block (the common case for FUSE reads), and
 // ok=false otherwise; callers then use ReadAt. The slice must not be
-// changed.
-func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch Fetcher) (b []byte, ok bool, err error) {
+// changed, nor read after release is called (once, when ok).
+func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch Fetcher) (b []byte, release func(), ok bool, err error) {
 	c.lastRead.Store(time.Now().UnixNano())
 	_, size, _ := c.Version(key)
 	bs := c.opts.BlockSize
 	if off >= size || n <= 0 {
-		return nil, off >= size, nil
+		return nil, func() {}, off >= size, nil
 	}
 	idx := off / bs
 	end := min(off+int64(n), size)
 	if (end-1)/bs != idx {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	blk, err := c.readBlock(key, idx)
 	if err != nil && !errors.Is(err, ErrBadBlock) {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if blk == nil {
 		if blk, err = c.fetchBlock(ctx, key, idx, size, fetch); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 		c.stats.misses.Add(1)
 	} else {
 		c.stats.hits.Add(1)
 	}
 	in, to := off-idx*bs, end-idx*bs
-	if to > int64(len(blk)) {
-		return nil, false, nil // a hole past the block's end: ReadAt fills it
+	if to > int64(len(blk.b)) {
+		blk.release()
+		return nil, nil, false, nil // a hole past the block's end: ReadAt fills it
 	}
-	return blk[in:to], true, nil
+	return blk.b[in:to], blk.release, true, nil
 }
 
 // directMin is the size from which a file's whole blocks go to its data
@@ -254,43 +257,69 @@ func (c *Cache) pwriteDirect(f *os.File, data []byte, off int64) bool {
 	return dio.WriteAt(d, data, off) == nil
 }
 
-// staged is a fetched block on its way to disk, with the CRC32C it
-// arrived with when the fetcher knew it.
+// staged is a fetched block on its way to disk (held by the queue), with
+// the CRC32C it arrived with when the fetcher knew it.
 type staged struct {
-	data   []byte
+	blk    *block
 	sum    uint32
 	summed bool
 }
 
-func (e *entry) pendingBlock(idx int64) []byte {
+// pendingBlock returns the staged block idx held for the caller, or nil.
+func (e *entry) pendingBlock(idx int64) *block {
 	e.pmu.Lock()
 	defer e.pmu.Unlock()
-	return e.pending[idx].data
+	if blk := e.pending[idx].blk; blk != nil {
+		return blk.hold()
+	}
+	return nil
 }
 
-// pendingSum returns the CRC32C of data, the staged block idx: the one it
+// isPending reports whether block idx is staged.
+func (e *entry) isPending(idx int64) bool {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return e.pending[idx].blk != nil
+}
+
+// isPendingBlock reports whether blk is the staged block idx.
+func (e *entry) isPendingBlock(idx int64, blk *block) bool {
+	e.pmu.Lock()
+	defer e.pmu.Unlock()
+	return e.pending[idx].blk == blk
+}
+
+// pendingSum returns the CRC32C of blk, the staged block idx: the one it
 // arrived with if known, else computed now.
-func (e *entry) pendingSum(idx int64, data []byte) uint32 {
+func (e *entry) pendingSum(idx int64, blk *block) uint32 {
 	e.pmu.Lock()
 	st := e.pending[idx]
 	e.pmu.Unlock()
-	if st.summed && sameSlice(st.data, data) {
+	if st.summed && st.blk == blk {
 		return st.sum
 	}
-	return crc(data)
+	return crc(blk.b)
+}
+
+// unstageLocked drops the staged block idx (e.pmu held).
+func (e *entry) unstageLocked(idx int64) {
+	if st, ok := e.pending[idx]; ok {
+		delete(e.pending, idx)
+		st.blk.release()
+	}
 }
 
 func (e *entry) dropPending(idx int64) {
 	e.pmu.Lock()
-	delete(e.pending, idx)
+	e.unstageLocked(idx)
 	e.pmu.Unlock()
 }
 
-// dropPendingIf drops the staged block idx if it is still data.
-func (e *entry) dropPendingIf(idx int64, data []byte) {
+// dropPendingIf drops the staged block idx if it is still blk.
+func (e *entry) dropPendingIf(idx int64, blk *block) {
 	e.pmu.Lock()
-	if sameSlice(e.pending[idx].data, data) {
-		delete(e.pending, idx)
+	if e.pending[idx].blk == blk {
+		e.unstageLocked(idx)
 	}
 	e.pmu.Unlock()
 }
@@ -299,7 +328,7 @@ func (e *entry) dropAllPending(from int64) {
 	e.pmu.Lock()
 	for idx := range e.pending {
 		if idx >= from {
-			delete(e.pending, idx)
+			e.unstageLocked(idx)
 		}
 	}
 	e.pmu.Unlock()

@@ -42,14 +42,30 @@ var (
 // Read reads from the cache, filling it from the share.
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = detach(ctx)
-	b, err := f.h.ReadSlice(ctx, dest, off)
+	b, done, err := f.h.ReadSlice(ctx, dest, off)
 	if err != nil {
+		done()
 		return nil, f.m.fail("read", f.h.Path(), err)
 	}
 	f.dropBehind(off, int64(len(b)))
 	f.sawReads(int64(len(b)))
-	return fuse.ReadResultData(b), 0
+	return &sliceResult{b, done}, 0
 }
+
+// sliceResult is a read's reply that lends out bytes of the cache: done
+// gives them back once the reply is written. It offers the bytes as
+// slices, which the server writes before it calls Done; as plain Bytes
+// it would call Done first (with splicing off, as here), and the bytes
+// could be reused before they are sent.
+type sliceResult struct {
+	b    []byte
+	done func()
+}
+
+func (r *sliceResult) Size() int                          { return len(r.b) }
+func (r *sliceResult) Bytes([]byte) ([]byte, fuse.Status) { return r.b, fuse.OK }
+func (r *sliceResult) Slices() ([][]byte, fuse.Status)    { return [][]byte{r.b}, fuse.OK }
+func (r *sliceResult) Done()                              { r.done() }
 
 // Drop-behind: a file the cache can hold whole will be read directly from
 // the cache's data file by the next open (passthrough), and the pages the

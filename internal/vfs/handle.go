@@ -318,18 +318,18 @@ func (h *Handle) changed(err error) bool {
 
 // ReadSlice returns up to n bytes at off without copying when it can (the
 // bytes lie in one cached block), else reads into p. The result must not
-// be changed.
-func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) ([]byte, error) {
+// be changed, nor read after done is called (once, whatever the error).
+func (h *Handle) ReadSlice(ctx context.Context, p []byte, off int64) (b []byte, done func(), err error) {
 	h.readAhead(off, int64(len(p)))
-	b, ok, err := h.v.cache.Slice(ctx, h.key, off, len(p), h.fetch)
+	b, release, ok, err := h.v.cache.Slice(ctx, h.key, off, len(p), h.fetch)
 	if err != nil && !h.changed(err) {
-		return nil, err
+		return nil, func() {}, err
 	}
 	if ok && err == nil {
-		return b, nil
+		return b, release, nil
 	}
 	n, err := h.read(ctx, p, off)
-	return p[:n], err
+	return p[:n], func() {}, err
 }
 
 // Read reads at off.
