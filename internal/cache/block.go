@@ -23,7 +23,7 @@ import (
 type block struct {
 	b    []byte
 	refs atomic.Int32
-	pool *sync.Pool // where b goes when the last holder lets go; nil: nowhere
+	pool *freeList // where b goes when the last holder lets go; nil: nowhere
 }
 
 // plainBlock wraps bytes that are not recycled, held once by the caller.
@@ -52,8 +52,7 @@ func (k *block) release() {
 					k.b[i] = 0xdb
 				}
 			}
-			b := k.b[:cap(k.b)]
-			k.pool.Put(&b)
+			k.pool.put(k.b[:cap(k.b)])
 		}
 	default:
 		panic("cache: a block was released more often than it was held")
@@ -64,8 +63,11 @@ func (k *block) release() {
 // write into (a fetch that failed may have left its reply half-written).
 func (k *block) keep() { k.pool = nil }
 
-// blockPools hold buffers of one block size each.
-var blockPools sync.Map // int64 -> *sync.Pool
+// blockPools hold buffers of one block size each, as many as make up
+// poolBytes.
+var blockPools sync.Map // int64 -> *freeList
+
+const poolBytes = 512 << 20
 
 // poisonFreed makes release overwrite a buffer before it is reused (set in
 // tests, by PANDO_POISON_FREED=1 in the environment): a reader
@@ -81,15 +83,10 @@ func newBlock(n, bs int64) *block {
 	}
 	p, _ := blockPools.Load(bs)
 	if p == nil {
-		p, _ = blockPools.LoadOrStore(bs, &sync.Pool{})
+		p, _ = blockPools.LoadOrStore(bs, newFreeList(int(bs), max(1, poolBytes/int(bs))))
 	}
-	pool := p.(*sync.Pool)
-	k := &block{pool: pool}
-	if bp, _ := pool.Get().(*[]byte); bp != nil {
-		k.b = (*bp)[:n]
-	} else {
-		k.b = make([]byte, n)
-	}
+	pool := p.(*freeList)
+	k := &block{pool: pool, b: pool.get()[:n]}
 	k.refs.Store(1)
 	return k
 }

@@ -101,3 +101,33 @@ var (
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestFreeListTrimsWhatSatUnused: buffers not needed for a whole trim
+// period go back to the collector; those in use since stay.
+func TestFreeListTrimsWhatSatUnused(t *testing.T) {
+	l := newFreeList(64, 4)
+	bufs := [][]byte{l.get(), l.get(), l.get(), l.get(), l.get()}
+	for _, b := range bufs {
+		l.put(b)
+	}
+	if l.len() != 4 {
+		t.Fatalf("the list holds %d buffers, more than its bound of 4", l.len())
+	}
+	l.trim() // all four were freed in this period: none goes
+	if l.len() != 4 {
+		t.Fatalf("after a trim the list holds %d buffers; want the 4 freed in the period", l.len())
+	}
+	b := l.get()
+	if &b[0] != &bufs[3][0] {
+		t.Fatal("the most recently freed buffer was not handed out first")
+	}
+	l.put(b)
+	l.trim() // three sat unused the whole period
+	if l.len() != 1 {
+		t.Fatalf("after a trim the list holds %d buffers; want the 1 used in the period", l.len())
+	}
+	l.trim()
+	if l.len() != 0 {
+		t.Fatalf("after a trim of an unused list it holds %d buffers; want 0", l.len())
+	}
+}
