@@ -190,3 +190,47 @@ func backChannelIf(t *testing.T, a *agentProc, dir string, callback bool) {
 		os.Stat(dir)
 	}
 }
+
+// TestShrunkFileIsNeverZeroFilled: an agent whose kernel still holds a
+// file's older, larger size (within its window) opens the file just after
+// another agent made it shorter. The open finds the new version at the
+// share; the read must return one version whole, never the new bytes
+// followed by zeros up to the old size (the kernel's read-ahead asks up
+// to the size it holds, and fills what a short reply leaves with zeros).
+func TestShrunkFileIsNeverZeroFilled(t *testing.T) {
+	d := newDomain(t, "sh")
+	d.addShare("data")
+	w := mountAgent(t, d.admin, "--consistency", "window=2s")
+	r := mountAgent(t, d.admin, "--consistency", "window=2s")
+	at := func(a *agentProc) string { return filepath.Join(a.dir, "sh", "data", "f") }
+	for i := range 5 {
+		long := bytes.Repeat([]byte(fmt.Sprintf("long %d;", i)), (1<<20+7)/7+1)[:1<<20+7]
+		short := []byte(fmt.Sprintf("short %d..", i))
+		if err := os.WriteFile(at(w), long, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The reader learns the long version's size (its kernel keeps it
+		// for the window), but not its bytes.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			fi, err := os.Stat(at(r))
+			if err == nil && fi.Size() == int64(len(long)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the reader never saw the long version (%v)", i, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := os.WriteFile(at(w), short, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(at(r))
+		if err != nil {
+			t.Fatalf("round %d: read: %v", i, err)
+		}
+		if !bytes.Equal(got, long) && !bytes.Equal(got, short) {
+			t.Fatalf("round %d: read %d bytes (%.40q), neither version whole (%d or %d bytes)", i, len(got), got, len(long), len(short))
+		}
+	}
+}

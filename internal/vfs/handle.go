@@ -487,6 +487,23 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 			a, cached = ca, true
 		}
 	}
+	if cached && !h.KeepCache && h.opening != nil {
+		// The kernel holds no pages of this file and will read it
+		// through us, from the version the share handle opened: give it
+		// that version's size, which may be newer than the path's cached
+		// attributes. With an older, larger size, the kernel's read-ahead
+		// would ask past the new end and zero-fill what the shorter file
+		// does not have. The read would wait for the share handle anyway.
+		h.waitOpen(ctx)
+		h.mu.Lock()
+		remote := h.remote
+		h.mu.Unlock()
+		if remote != nil {
+			if ra := remote.Attr(); ra.Ino == a.Ino && ra.Version > a.Version {
+				a = ra
+			}
+		}
+	}
 	if !cached {
 		h.waitOpen(ctx)
 		h.mu.Lock()
