@@ -122,6 +122,70 @@ func TestEvictionStaysWithinBound(t *testing.T) {
 // TestCloseReportsUnreachableShareAndKeepsData: when the share cannot be
 // reached at close, close fails; the data stays in the cache and reaches
 // the share once it is back, with the next close of the file.
+// TestConcurrentReadsUnderEviction: readers at random offsets, several at
+// once, of files larger than the cache, whose blocks keep leaving memory
+// and disk while replies lend them out (and their buffers are reused, and
+// poisoned when freed, see harness_test.go), always read the files' bytes.
+func TestConcurrentReadsUnderEviction(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	const files, size = 6, 3 << 20
+	want := make([][]byte, files)
+	for i := range want {
+		want[i] = make([]byte, size)
+		rand.Read(want[i])
+		os.WriteFile(filepath.Join(root, fmt.Sprint("f", i)), want[i], 0o644)
+	}
+	a := mountAgent(t, d.admin, "--cache-size", "4MiB", "--memory", "1MiB", "--block-size", "256KiB")
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	a.settle(t, dir)
+	deadline := time.Now().Add(3 * time.Second)
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			errs <- func() error {
+				seed := uint64(w)*0x9e3779b97f4a7c15 + 1
+				next := func(n int) int {
+					seed ^= seed << 13
+					seed ^= seed >> 7
+					seed ^= seed << 17
+					return int(seed % uint64(n))
+				}
+				buf := make([]byte, 1<<20)
+				for ops := 0; time.Now().Before(deadline); ops++ {
+					j := next(files)
+					f, err := os.Open(filepath.Join(dir, fmt.Sprint("f", j)))
+					if err != nil {
+						return err
+					}
+					for range 8 {
+						off, n := next(size), 1+next(len(buf))
+						got, err := f.ReadAt(buf[:n], int64(off))
+						if err != nil && got != min(n, size-off) {
+							f.Close()
+							return fmt.Errorf("file %d: read %d at %d: %d bytes, %v", j, n, off, got, err)
+						}
+						if !bytes.Equal(buf[:got], want[j][off:off+got]) {
+							f.Close()
+							return fmt.Errorf("file %d: read %d at %d: bytes differ from the file's", j, n, off)
+						}
+					}
+					f.Close()
+				}
+				return nil
+			}()
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev := cacheStat(t, a, "Evictions"); ev == 0 {
+		t.Error("nothing was evicted from a cache smaller than the working set")
+	}
+}
+
 func TestCloseReportsUnreachableShareAndKeepsData(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
