@@ -139,6 +139,8 @@ func idleTicks() int64 {
 // the CPU time per byte.
 type cpuMeter struct {
 	used, idle time.Duration
+	last       time.Duration // wall time from the last start to stop
+	t0         time.Time
 	ru         unix.Rusage
 	i0         int64
 }
@@ -146,9 +148,11 @@ type cpuMeter struct {
 func (m *cpuMeter) start() {
 	unix.Getrusage(unix.RUSAGE_SELF, &m.ru)
 	m.i0 = idleTicks()
+	m.t0 = time.Now()
 }
 
 func (m *cpuMeter) stop() {
+	m.last = time.Since(m.t0)
 	var end unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &end)
 	m.used += time.Duration(end.Utime.Nano() - m.ru.Utime.Nano() + end.Stime.Nano() - m.ru.Stime.Nano())
@@ -222,51 +226,79 @@ func envInt(name string, def int) int {
 
 // BenchmarkColdRead: a first read through a fresh agent on loopback,
 // beside the foundation's raw share read (the client library) of the
-// same file.
+// same file; then both again, taking turns ("interleaved"), for their
+// ratio on a machine whose speed drifts from one minute to the next.
 func BenchmarkColdRead(b *testing.B) {
 	d := testenv.New(b, "bench")
 	root := d.AddShare("data")
 	testenv.MakeFile(b, filepath.Join(root, "big"), gib)
 	readAll(b, filepath.Join(root, "big")) // the share's page cache is warm for both
 	b.Run("reference=raw-share-read", func(b *testing.B) {
-		defer procs.Own()() // as the client library runs: without an agent's spare Ps
-		c := d.Client(d.Admin)
-		ctx := context.Background()
 		b.SetBytes(gib)
 		var m cpuMeter
-		m.start()
 		for b.Loop() {
-			f, err := c.Open(ctx, "/bench/data/big", wire.OpenRead)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n, err := f.WriteTo(ctx, io.Discard); err != nil || n != gib {
-				b.Fatal(n, err)
-			}
-			f.Close(ctx)
+			coldRef(b, d, &m)
 		}
-		m.stop()
 		m.report(b)
 	})
 	b.Run("pando-cold", func(b *testing.B) {
 		b.SetBytes(gib)
 		var m cpuMeter
 		for b.Loop() {
-			b.StopTimer()
-			a := startAgent(b, d, vfs.Options{ReadAhead: readAhead}, cache.Options{DiskBytes: 2 * gib}, streams)
-			p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
-			b.StartTimer()
-			m.start()
-			readAll(b, p)
-			m.stop()
-			b.StopTimer()
-			a.FS().Cache().Sync()
-			b.ReportMetric(float64(a.FS().Cache().Stats().DiskBytes)/gib*100, "%cached")
-			a.Close()
-			b.StartTimer()
+			coldPando(b, d, &m)
 		}
 		m.report(b)
 	})
+	b.Run("interleaved", func(b *testing.B) {
+		var ref, pando cpuMeter
+		var tr, tp time.Duration
+		for b.Loop() {
+			coldRef(b, d, &ref)
+			coldPando(b, d, &pando)
+			tr, tp = tr+ref.last, tp+pando.last
+		}
+		mbs := func(t time.Duration) float64 { return float64(b.N) * gib / 1e6 / t.Seconds() }
+		b.ReportMetric(mbs(tr), "ref-MB/s")
+		b.ReportMetric(mbs(tp), "pando-MB/s")
+		b.ReportMetric(100*mbs(tp)/mbs(tr), "%of-ref")
+		b.ReportMetric(ref.used.Seconds()/float64(b.N), "ref-cpu-s/GiB")
+		b.ReportMetric(pando.used.Seconds()/float64(b.N), "pando-cpu-s/GiB")
+	})
+}
+
+// coldRef reads the file once with the client library, as the share's raw
+// read, adding its CPU time to m.
+func coldRef(b *testing.B, d *testenv.Domain, m *cpuMeter) {
+	defer procs.Own()() // as the client library runs: without an agent's spare Ps
+	c := d.Client(d.Admin)
+	ctx := context.Background()
+	m.start()
+	f, err := c.Open(ctx, "/bench/data/big", wire.OpenRead)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if n, err := f.WriteTo(ctx, io.Discard); err != nil || n != gib {
+		b.Fatal(n, err)
+	}
+	f.Close(ctx)
+	m.stop()
+}
+
+// coldPando reads the file once through a fresh agent, timing (and adding
+// to m) the read alone.
+func coldPando(b *testing.B, d *testenv.Domain, m *cpuMeter) {
+	b.StopTimer()
+	a := startAgent(b, d, vfs.Options{ReadAhead: readAhead}, cache.Options{DiskBytes: 2 * gib}, streams)
+	p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
+	b.StartTimer()
+	m.start()
+	readAll(b, p)
+	m.stop()
+	b.StopTimer()
+	a.FS().Cache().Sync()
+	b.ReportMetric(float64(a.FS().Cache().Stats().DiskBytes)/gib*100, "%cached")
+	a.Close()
+	b.StartTimer()
 }
 
 // BenchmarkWANColdRead: a cold read of a 256 MiB file through a WAN
