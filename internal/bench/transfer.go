@@ -42,7 +42,7 @@ func runTransfer(ctx context.Context, o Options) ([]Row, error) {
 	if o.Quick {
 		size, files, smallRTT = 32<<20, 300, rtts[len(rtts)-1]
 	}
-	reps := 3
+	reps := 5
 	if o.Quick {
 		reps = 1
 	}
