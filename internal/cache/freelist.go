@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -23,7 +24,10 @@ type freeList struct {
 	timer *time.Timer
 }
 
-const trimEvery = 5 * time.Second
+const (
+	trimEvery  = 5 * time.Second
+	releaseMin = 64 << 20 // bytes dropped at once that are handed back to the system
+)
 
 func newFreeList(size, max int) *freeList {
 	return &freeList{size: size, max: max}
@@ -64,13 +68,18 @@ func (l *freeList) put(b []byte) {
 }
 
 // trim drops the buffers that sat unused since the last trim: the oldest
-// ones, at the bottom of the stack.
+// ones, at the bottom of the stack. Dropping many of them also hands their
+// memory back to the system at once: an idle agent allocates little, and
+// the collector would otherwise find them only at its two-minute run.
 func (l *freeList) trim() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	drop := l.low
 	clear(l.bufs[:drop])
 	l.bufs = append(l.bufs[:0], l.bufs[drop:]...)
+	if drop*l.size >= releaseMin {
+		go debug.FreeOSMemory()
+	}
 	l.low = len(l.bufs)
 	if len(l.bufs) == 0 {
 		l.timer = nil
