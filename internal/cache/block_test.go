@@ -131,3 +131,10 @@ func TestFreeListTrimsWhatSatUnused(t *testing.T) {
 		t.Fatalf("after a trim of an unused list it holds %d buffers; want 0", l.len())
 	}
 }
+
+// len returns how many buffers l holds.
+func (l *freeList) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.bufs)
+}

@@ -87,10 +87,3 @@ func (l *freeList) trim() {
 	}
 	l.timer.Reset(trimEvery)
 }
-
-// len returns how many buffers l holds.
-func (l *freeList) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.bufs)
-}

@@ -117,16 +117,17 @@ func (c *Cache) writeStaged(id blockID) {
 	err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
 	e.mu.Lock()
 	_, had = e.rec.Blocks[id.idx]
+	st, still := e.stagedAs(id.idx, blk)
 	switch {
 	case err != nil:
 		c.log.Warn("cannot write to the cache", "err", err)
 	case had:
 		// Recorded by a write meanwhile (cannot happen while we hold
 		// e.dmu, which writes take too): leave it.
-	case e.isPendingBlock(id.idx, blk):
+	case still:
 		// Still the staged block: record it.
 		c.diskUsed.Add(c.opts.BlockSize)
-		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: e.pendingSum(id.idx, blk)}
+		e.rec.Blocks[id.idx] = blockInfo{Len: uint32(len(data)), CRC: st.crc()}
 		delete(e.unchecked, id.idx)
 		e.touchBlock(id.idx, c.clock.Add(1))
 	default:
@@ -282,23 +283,21 @@ func (e *entry) isPending(idx int64) bool {
 	return e.pending[idx].blk != nil
 }
 
-// isPendingBlock reports whether blk is the staged block idx.
-func (e *entry) isPendingBlock(idx int64, blk *block) bool {
+// stagedAs returns the staged block idx and whether it is still blk.
+func (e *entry) stagedAs(idx int64, blk *block) (staged, bool) {
 	e.pmu.Lock()
 	defer e.pmu.Unlock()
-	return e.pending[idx].blk == blk
+	st := e.pending[idx]
+	return st, st.blk == blk
 }
 
-// pendingSum returns the CRC32C of blk, the staged block idx: the one it
-// arrived with if known, else computed now.
-func (e *entry) pendingSum(idx int64, blk *block) uint32 {
-	e.pmu.Lock()
-	st := e.pending[idx]
-	e.pmu.Unlock()
-	if st.summed && st.blk == blk {
+// crc returns the staged block's CRC32C: the one it arrived with if
+// known, else computed now.
+func (st staged) crc() uint32 {
+	if st.summed {
 		return st.sum
 	}
-	return crc(blk.b)
+	return crc(st.blk.b)
 }
 
 // unstageLocked drops the staged block idx (e.pmu held).

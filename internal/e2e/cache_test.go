@@ -75,18 +75,27 @@ func TestRestartServesCacheAndRevalidates(t *testing.T) {
 	}
 }
 
+// randomFiles writes n files of random bytes, f0, f1, ..., into dir and
+// returns their contents.
+func randomFiles(t *testing.T, dir string, n, size int) [][]byte {
+	t.Helper()
+	want := make([][]byte, n)
+	for i := range want {
+		want[i] = make([]byte, size)
+		rand.Read(want[i])
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint("f", i)), want[i], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return want
+}
+
 // TestEvictionStaysWithinBound: a cache smaller than the working set stays
 // within its bound and returns correct data.
 func TestEvictionStaysWithinBound(t *testing.T) {
 	d := newDomain(t, "uva")
-	root := d.addShare("alpha")
 	const files, size = 6, 3 << 20
-	want := make([][]byte, files)
-	for i := range want {
-		want[i] = make([]byte, size)
-		rand.Read(want[i])
-		os.WriteFile(filepath.Join(root, fmt.Sprint("f", i)), want[i], 0o644)
-	}
+	want := randomFiles(t, d.addShare("alpha"), files, size)
 	const bound = 4 << 20
 	a := mountAgent(t, d.admin, "--cache-size", "4MiB", "--memory", "1MiB", "--block-size", "256KiB")
 	dir := filepath.Join(a.dir, "uva", "alpha")
@@ -128,14 +137,8 @@ func TestEvictionStaysWithinBound(t *testing.T) {
 // poisoned when freed, see harness_test.go), always read the files' bytes.
 func TestConcurrentReadsUnderEviction(t *testing.T) {
 	d := newDomain(t, "uva")
-	root := d.addShare("alpha")
 	const files, size = 6, 3 << 20
-	want := make([][]byte, files)
-	for i := range want {
-		want[i] = make([]byte, size)
-		rand.Read(want[i])
-		os.WriteFile(filepath.Join(root, fmt.Sprint("f", i)), want[i], 0o644)
-	}
+	want := randomFiles(t, d.addShare("alpha"), files, size)
 	a := mountAgent(t, d.admin, "--cache-size", "4MiB", "--memory", "1MiB", "--block-size", "256KiB")
 	dir := filepath.Join(a.dir, "uva", "alpha")
 	a.settle(t, dir)

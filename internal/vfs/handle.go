@@ -135,6 +135,15 @@ func (h *Handle) waitOpen(ctx context.Context) {
 	}
 }
 
+// openedRemote waits for the background open and returns the share
+// handle, or nil if there is none (it could not be opened).
+func (h *Handle) openedRemote(ctx context.Context) *client.File {
+	h.waitOpen(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.remote
+}
+
 // Create creates (or with O_EXCL exclusively creates) p and opens it.
 func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle, wire.Attr, error) {
 	wf := wire.OpenWrite
@@ -494,22 +503,14 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 		// attributes. With an older, larger size, the kernel's read-ahead
 		// would ask past the new end and zero-fill what the shorter file
 		// does not have. The read would wait for the share handle anyway.
-		h.waitOpen(ctx)
-		h.mu.Lock()
-		remote := h.remote
-		h.mu.Unlock()
-		if remote != nil {
+		if remote := h.openedRemote(ctx); remote != nil {
 			if ra := remote.Attr(); ra.Ino == a.Ino && ra.Version > a.Version {
 				a = ra
 			}
 		}
 	}
 	if !cached {
-		h.waitOpen(ctx)
-		h.mu.Lock()
-		remote := h.remote
-		h.mu.Unlock()
-		if remote != nil {
+		if remote := h.openedRemote(ctx); remote != nil {
 			a, err = remote.Stat(ctx)
 		} else {
 			a = h.attr // no share handle (it could not be opened), and the path names another file
