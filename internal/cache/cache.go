@@ -241,6 +241,7 @@ func (c *Cache) Close() error {
 		e.mu.Unlock()
 	}
 	c.mu.Unlock()
+	c.mem.clear()
 	if cerr := c.db.Close(); err == nil {
 		err = cerr
 	}

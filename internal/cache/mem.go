@@ -72,6 +72,16 @@ func (m *memLRU) put(id blockID, blk *block) {
 	}
 }
 
+// clear lets go of every block (their buffers go back to their pool once
+// no reader holds them).
+func (m *memLRU) clear() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.items {
+		m.removeLocked(id)
+	}
+}
+
 func (m *memLRU) remove(id blockID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
