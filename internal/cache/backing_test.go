@@ -8,7 +8,6 @@ import (
 	"os"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -262,16 +261,5 @@ func resident(t *testing.T, p string) int {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(m)
-	pg := os.Getpagesize()
-	vec := make([]byte, (len(m)+pg-1)/pg)
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		t.Fatal(e)
-	}
-	n := 0
-	for _, v := range vec {
-		if v&1 != 0 {
-			n += pg
-		}
-	}
-	return n
+	return residentPages(t, m) * os.Getpagesize()
 }

@@ -17,13 +17,14 @@ import (
 // read at 1 GB/s would ask for 1 GB/s of them.
 //
 // Every holder counts: hold when you take a block from where others can
-// reach it, release when you no longer read it. A release too few only
-// costs the pool a buffer (the collector frees it); a release too many
-// would hand out bytes still being read, so it panics.
+// reach it, release when you no longer read it. A release too few costs
+// the pool a buffer it never sees again; a release too many would hand out
+// bytes still being read, so it panics.
 type block struct {
 	b    []byte
 	refs atomic.Int32
 	pool *freeList // where b goes when the last holder lets go; nil: nowhere
+	kept bool      // b is never reused (see keep)
 }
 
 // plainBlock wraps bytes that are not recycled, held once by the caller.
@@ -46,7 +47,9 @@ func (k *block) release() {
 	switch n := k.refs.Add(-1); {
 	case n > 0:
 	case n == 0:
-		if k.pool != nil {
+		if k.pool != nil && k.kept {
+			k.pool.abandon(k.b)
+		} else if k.pool != nil {
 			if poisonFreed {
 				for i := range k.b {
 					k.b[i] = 0xdb
@@ -61,7 +64,7 @@ func (k *block) release() {
 
 // keep gives up the block's recycling: for bytes that someone may still
 // write into (a fetch that failed may have left its reply half-written).
-func (k *block) keep() { k.pool = nil }
+func (k *block) keep() { k.kept = true }
 
 // blockPools hold buffers of one block size each, as many as make up
 // poolBytes.

@@ -5,9 +5,13 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRecycledBlocksAreNeverLentTwice: readers that hold slices of
@@ -137,4 +141,76 @@ func (l *freeList) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.bufs)
+}
+
+// residentPages reports how many of the pages under b are in memory.
+func residentPages(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestSlabsGoBackWhole: block buffers are cut from aligned slabs of huge
+// page size; a slab's memory goes back to the system once all its buffers
+// sat unused for a trim period, and its buffers are reused rather than
+// mapped anew; an abandoned buffer's memory goes back at once and the
+// buffer is never handed out again.
+func TestSlabsGoBackWhole(t *testing.T) {
+	const bs = 1 << 20
+	l := newFreeList(bs, 8)
+	if !l.slabs {
+		t.Fatal("1 MiB buffers are not cut from slabs")
+	}
+	mapped := slabsMapped.Load()
+	a, b := l.get(), l.get()
+	if got := slabsMapped.Load() - mapped; got != slabSize {
+		t.Fatalf("two 1 MiB buffers mapped %d bytes; want one slab of %d", got, slabSize)
+	}
+	lo := min(bufAddr(a), bufAddr(b))
+	if lo%slabSize != 0 || max(bufAddr(a), bufAddr(b))-lo != bs {
+		t.Fatalf("buffers at %#x and %#x are not the two halves of an aligned slab", bufAddr(a), bufAddr(b))
+	}
+	for i := range a {
+		a[i], b[i] = 1, 2
+	}
+	l.put(a)
+	l.trim() // b is in use: a stays listed
+	if residentPages(t, a) == 0 {
+		t.Fatal("a listed buffer lost its memory")
+	}
+	l.trim() // a sat unused a whole period, but b is in use: the slab stays
+	if residentPages(t, a) == 0 || residentPages(t, b) == 0 {
+		t.Fatal("a slab with a buffer in use gave its memory back")
+	}
+	l.put(b)
+	l.trim()
+	l.trim() // both idle: the slab goes back
+	if n := residentPages(t, a) + residentPages(t, b); n != 0 {
+		t.Fatalf("%d pages of an idle slab are still in memory", n)
+	}
+	c, d := l.get(), l.get()
+	if got := slabsMapped.Load() - mapped; got != slabSize {
+		t.Fatalf("reusing an idle slab mapped %d bytes more", got-slabSize)
+	}
+	if min(bufAddr(c), bufAddr(d)) != lo {
+		t.Fatal("the idle slab's buffers were not handed out again")
+	}
+	c[0] = 3
+	l.abandon(c)
+	if residentPages(t, c) != 0 {
+		t.Fatal("an abandoned buffer kept its memory")
+	}
+	for range 4 {
+		if e := l.get(); bufAddr(e) == bufAddr(c) {
+			t.Fatal("an abandoned buffer was handed out again")
+		}
+	}
+	_ = d
 }

@@ -190,6 +190,7 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 		if err != nil && !errors.Is(err, io.EOF) {
 			fl.err = err
 			blk.keep() // a reply may still be on its way into it
+			blk.release()
 		} else {
 			blk.b = blk.b[:got]
 			c.stats.fetches.Add(1)
