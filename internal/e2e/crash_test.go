@@ -84,9 +84,29 @@ func random(n int) []byte {
 	return b
 }
 
-func sameFile(p string, want []byte) bool {
+func sameFile(p string, want []byte) bool { return fileDiff(p, want) == "" }
+
+// fileDiff says how the file at p differs from want ("" if it does not):
+// its length, or where its bytes first differ and what they are there.
+func fileDiff(p string, want []byte) string {
 	got, err := os.ReadFile(p)
-	return err == nil && bytes.Equal(got, want)
+	switch {
+	case err != nil:
+		return err.Error()
+	case bytes.Equal(got, want):
+		return ""
+	case len(got) != len(want):
+		return fmt.Sprintf("%d bytes, want %d", len(got), len(want))
+	}
+	i := 0
+	for got[i] == want[i] {
+		i++
+	}
+	j := i
+	for j < len(got) && got[j] != want[j] {
+		j++
+	}
+	return fmt.Sprintf("bytes %d..%d differ (first 8 there: % x, want % x)", i, j, got[i:min(i+8, len(got))], want[i:min(i+8, len(want))])
 }
 
 // writeFile writes data to p in one open-write-close and returns close's
@@ -170,8 +190,8 @@ func TestCrashDuringWriteBack(t *testing.T) {
 				t.Logf("kept beside as %s (writes in flight at the crash)", beside())
 				return
 			}
-			if !sameFile(filepath.Join(dir, "f2"), third) {
-				t.Fatal("the mount does not read back what was written")
+			if diff := fileDiff(filepath.Join(dir, "f2"), third); diff != "" {
+				t.Fatalf("the mount does not read back what was written: %s\n%s", diff, a.output())
 			}
 		})
 	}
