@@ -67,7 +67,8 @@ type DataSummer interface {
 // is checked against the frame's CRC32C only once it has all arrived: a
 // sink must not trust what it stored until the call succeeds. When
 // WriteDataAt fails, the rest of the data is read and dropped, and the
-// call fails with that error.
+// call fails with that error. Pieces end on 4 KiB boundaries of the data,
+// but for the last.
 type DataSink interface {
 	WriteDataAt(p []byte, at int) error
 }
@@ -474,6 +475,9 @@ func (c *Conn) readBody(br *bufio.Reader, h wire.Header) error {
 	return nil
 }
 
+// sinkPage is the page size that pieces given to a DataSink are aligned to.
+const sinkPage = 4096
+
 // readToSink hands n bytes of data from br to sink in the pieces the read
 // buffer holds, summing them on the way. It returns the CRC32C of all n
 // bytes, the sink's first error (after which the rest is only read), and
@@ -485,6 +489,16 @@ func readToSink(br *bufio.Reader, n int, sink DataSink) (crc uint32, sinkErr, er
 		want := min(n-o, wire.CRCChunk, br.Size())
 		if b := br.Buffered(); b > 0 {
 			want = min(want, b)
+		}
+		// Pieces end on page boundaries (the data starts on one): a
+		// file system fills a page that a write covers in part with
+		// zeros first, which costs as much as the copy.
+		if end := o + want; end < n && end%sinkPage != 0 {
+			if down := end - end%sinkPage; down > o {
+				want = down - o
+			} else {
+				want = min(n, down+sinkPage) - o // less than a page is buffered: wait for the rest of it
+			}
 		}
 		p, err := br.Peek(want)
 		if len(p) == 0 {

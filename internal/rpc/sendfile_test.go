@@ -1,9 +1,11 @@
 package rpc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -141,5 +143,69 @@ func TestSendFile(t *testing.T) {
 	}
 	if err := <-sent; !errors.Is(err, ErrFileShrank) {
 		t.Errorf("shrunk file, at the share: %v", err)
+	}
+}
+
+// oddReader hands out its bytes in pieces of awkward sizes, as a socket
+// does.
+type oddReader struct {
+	b []byte
+	i int
+}
+
+func (r *oddReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	sizes := []int{1000, 4097, 333, 70000, 12, 8191}
+	n := copy(p[:min(len(p), sizes[r.i%len(sizes)])], r.b)
+	r.b, r.i = r.b[n:], r.i+1
+	return n, nil
+}
+
+// pieceSink records where each piece ends.
+type pieceSink struct {
+	got  []byte
+	ends []int
+}
+
+func (s *pieceSink) WriteDataAt(p []byte, at int) error {
+	if at != len(s.got) {
+		return errors.New("pieces out of order")
+	}
+	s.got = append(s.got, p...)
+	s.ends = append(s.ends, len(s.got))
+	return nil
+}
+
+// TestSinkPiecesEndOnPages: however the connection hands the data over, a
+// sink gets it in pieces that end on 4 KiB boundaries (but for the last),
+// so that a file system never fills part of a page with zeros first.
+func TestSinkPiecesEndOnPages(t *testing.T) {
+	data := make([]byte, 1<<20+123)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	// The frame's header and metadata come first, through the same buffer.
+	const head = 37
+	br := bufio.NewReaderSize(&oddReader{b: append(make([]byte, head), data...)}, 64<<10)
+	if _, err := br.Discard(head); err != nil {
+		t.Fatal(err)
+	}
+	var s pieceSink
+	crc, sinkErr, err := readToSink(br, len(data), &s)
+	if err != nil || sinkErr != nil {
+		t.Fatal(err, sinkErr)
+	}
+	if !bytes.Equal(s.got, data) || crc != wire.CRC(data) {
+		t.Fatal("the sink did not get the data, or its sum is wrong")
+	}
+	for _, end := range s.ends[:len(s.ends)-1] {
+		if end%sinkPage != 0 {
+			t.Fatalf("a piece ends at %d, not on a page boundary (pieces end at %v)", end, s.ends)
+		}
+	}
+	if len(s.ends) < 16 {
+		t.Fatalf("only %d pieces: the test did not exercise the alignment", len(s.ends))
 	}
 }
