@@ -183,6 +183,7 @@ func cpOnce(ctx context.Context, base string, link *wan.Config, size int64, stre
 	}
 	defer c.Close()
 	dst := filepath.Join(e.Dir, "copy")
+	freshPages(size + 256<<20)
 	cpu0 := selfCPU()
 	s, err := transfer.Copy(ctx, []string{"pando://bench/data/f"}, dst, transfer.Options{Streams: streams, Retries: 2, NoSync: noSync,
 		JournalDir: filepath.Join(e.Dir, "journal"), Grid: func() (*client.Client, error) { return c, nil }})
@@ -334,6 +335,7 @@ func globusCopy(base string, size int64, streams int, disk, syncDst bool) (float
 		time.Sleep(100 * time.Millisecond)
 	}
 	dst := filepath.Join(dir, "dst")
+	freshPages(size + 256<<20)
 	t0 := time.Now()
 	client := exec.Command(guc, "-fast", "-p", fmt.Sprint(streams), fmt.Sprintf("ftp://127.0.0.1:%d%s", port, src), "file://"+dst)
 	out, err := client.CombinedOutput()
