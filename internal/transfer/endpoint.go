@@ -156,46 +156,19 @@ func (f localFile) WriteBlock(_ context.Context, p []byte, off int64, _ uint32) 
 	return nil
 }
 
-// reserve allocates n bytes at off before a block is written into them:
-// the blocks that got their space land whole instead of all of them in
-// part. A file system that cannot allocate ahead is left to fail at the
-// write. Its error is a noRoom.
-func (f localFile) reserve(off, n int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, off, n)
+// reserve allocates n bytes at off before a block streams into them: a
+// full disk then shows before the block's bytes move, and the blocks that
+// got their space land whole instead of all of them in part. A file system
+// that cannot allocate ahead is left to fail at the write.
+func (f localFile) reserve(off int64, n int) error {
+	err := unix.Fallocate(int(f.Fd()), 0, off, int64(n))
 	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
 		return nil
 	}
 	if err != nil {
-		return noRoom{&fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}}
+		return &fs.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 	}
 	return nil
-}
-
-// noRoom is the error of a destination that had no room for a block.
-type noRoom struct{ err error }
-
-func (e noRoom) Error() string { return e.err.Error() }
-func (e noRoom) Unwrap() error { return e.err }
-
-// roomFirst writes one block into a local file as its pieces arrive,
-// allocating the whole block's space before the first piece lands. The
-// allocation and the writes run on one thread, one after the other: made
-// ahead by another thread, each waited for the writes on the file's lock,
-// and they for it.
-type roomFirst struct {
-	f        localFile
-	off, n   int64
-	reserved bool
-}
-
-func (w *roomFirst) WriteAt(p []byte, off int64) (int, error) {
-	if !w.reserved {
-		if err := w.f.reserve(w.off, w.n); err != nil {
-			return 0, err
-		}
-		w.reserved = true
-	}
-	return w.f.WriteAt(p, off)
 }
 
 // wrote follows a write of n bytes at off.

@@ -305,7 +305,7 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 	direct = direct && local
 	readOnce := func(b *blk, off int64) (int, uint32, error) {
 		if direct {
-			return sr.ReadBlockTo(ctx, &roomFirst{f: lw, off: off, n: int64(blockLen(b.i))}, off, blockLen(b.i))
+			return sr.ReadBlockTo(ctx, lw.File, off, blockLen(b.i))
 		}
 		return r.ReadBlock(ctx, b.buf[:blockLen(b.i)], off)
 	}
@@ -345,6 +345,13 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 				if k >= len(todo) || halted.Load() != nil {
 					return
 				}
+				if direct {
+					off := int64(todo[k]) * int64(jr.Block)
+					if err := lw.reserve(off, blockLen(todo[k])); err != nil {
+						halted.CompareAndSwap(nil, &err)
+						return
+					}
+				}
 				var buf []byte
 				if !direct {
 					if buf = x.ring.get(ctx); buf == nil {
@@ -353,10 +360,7 @@ func (x *run) pump(ctx context.Context, j job, jr *journal, part string) error {
 				}
 				b := blk{i: todo[k], buf: buf}
 				x.limit(ctx, blockLen(b.i))
-				if err := read(&b); errors.As(err, new(noRoom)) {
-					halted.CompareAndSwap(nil, &err)
-					return
-				} else if err != nil {
+				if err := read(&b); err != nil {
 					if !direct {
 						x.ring.put(buf)
 					}
