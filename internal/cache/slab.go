@@ -33,7 +33,7 @@ func slabbed(size int) bool {
 	return size >= 64<<10 && (slabSize%size == 0 || size%slabSize == 0)
 }
 
-// slabsMapped counts the bytes of slabs mapped (for tests and stats).
+// slabsMapped counts the bytes of slabs mapped (for tests).
 var slabsMapped atomic.Int64
 
 // mapSlab maps a slab for buffers of size bytes, aligned to slabSize so

@@ -128,9 +128,6 @@ func TestEvictionStaysWithinBound(t *testing.T) {
 	}
 }
 
-// TestCloseReportsUnreachableShareAndKeepsData: when the share cannot be
-// reached at close, close fails; the data stays in the cache and reaches
-// the share once it is back, with the next close of the file.
 // TestConcurrentReadsUnderEviction: readers at random offsets, several at
 // once, of files larger than the cache, whose blocks keep leaving memory
 // and disk while replies lend them out (and their buffers are reused, and
@@ -189,6 +186,9 @@ func TestConcurrentReadsUnderEviction(t *testing.T) {
 	}
 }
 
+// TestCloseReportsUnreachableShareAndKeepsData: when the share cannot be
+// reached at close, close fails; the data stays in the cache and reaches
+// the share once it is back, with the next close of the file.
 func TestCloseReportsUnreachableShareAndKeepsData(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/testenv"
 )
 
 // crashAgent is a `pando mount` with a fixed cache and mount directory,
@@ -86,27 +87,13 @@ func random(n int) []byte {
 
 func sameFile(p string, want []byte) bool { return fileDiff(p, want) == "" }
 
-// fileDiff says how the file at p differs from want ("" if it does not):
-// its length, or where its bytes first differ and what they are there.
+// fileDiff says how the file at p differs from want ("" if it does not).
 func fileDiff(p string, want []byte) string {
 	got, err := os.ReadFile(p)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err.Error()
-	case bytes.Equal(got, want):
-		return ""
-	case len(got) != len(want):
-		return fmt.Sprintf("%d bytes, want %d", len(got), len(want))
 	}
-	i := 0
-	for got[i] == want[i] {
-		i++
-	}
-	j := i
-	for j < len(got) && got[j] != want[j] {
-		j++
-	}
-	return fmt.Sprintf("bytes %d..%d differ (first 8 there: % x, want % x)", i, j, got[i:min(i+8, len(got))], want[i:min(i+8, len(want))])
+	return testenv.Diff(got, want)
 }
 
 // writeFile writes data to p in one open-write-close and returns close's

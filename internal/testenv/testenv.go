@@ -6,6 +6,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -114,7 +115,27 @@ func SameFile(tb testing.TB, a, b string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if !bytes.Equal(x, y) {
-		tb.Fatalf("%s (%d bytes) and %s (%d bytes) differ", a, len(x), b, len(y))
+	if d := Diff(x, y); d != "" {
+		tb.Fatalf("%s and %s differ: %s", a, b, d)
 	}
+}
+
+// Diff says how got differs from want ("" if it does not): its length, or
+// where its bytes first differ and what they are there.
+func Diff(got, want []byte) string {
+	switch {
+	case bytes.Equal(got, want):
+		return ""
+	case len(got) != len(want):
+		return fmt.Sprintf("%d bytes, want %d", len(got), len(want))
+	}
+	i := 0
+	for got[i] == want[i] {
+		i++
+	}
+	j := i
+	for j < len(got) && got[j] != want[j] {
+		j++
+	}
+	return fmt.Sprintf("bytes %d..%d differ (first 8 there: % x, want % x)", i, j, got[i:min(i+8, len(got))], want[i:min(i+8, len(want))])
 }
