@@ -54,6 +54,63 @@ func (v *FS) openFlags(p string, flags uint32) uint32 {
 	return flags
 }
 
+// A delegation can be recalled (for a request of another agent) as soon as
+// the share has recorded it, and the recall can reach this agent before
+// the reply to the open it was granted with has been processed (NFSv4.1
+// has a recall name the open it may refer to, for the same reason).
+// Answered "not held", it would end the delegation at the share while this
+// agent went on to keep writes back under it. So a recall of a file for
+// which an open asking for a delegation is under way waits for that open:
+// it is answered once the reply is processed, when the delegation it
+// brings, if any, is known.
+
+// delegFile names a file at its share.
+type delegFile struct{ share, rel string }
+
+// askingDeleg counts the opens of a file under way that ask for a
+// delegation, and keeps the last recall of it that came meanwhile (the
+// others are the share sending it again).
+type askingDeleg struct {
+	n    int
+	pl   *poller
+	late *wire.Recall
+}
+
+// askDeleg notes that an open of p with flags is under way, if it asks
+// for a delegation; done is called once its reply is processed (after
+// noteDeleg), or it failed.
+func (v *FS) askDeleg(ctx context.Context, p string, flags uint32) (done func()) {
+	if flags&wire.OpenDeleg == 0 {
+		return func() {}
+	}
+	loc, err := v.c.Locate(ctx, p)
+	if err != nil || loc.Share == "" {
+		return func() {} // the open fails too
+	}
+	k := delegFile{loc.Share, loc.Rel}
+	v.mu.Lock()
+	a := v.asking[k]
+	if a == nil {
+		a = &askingDeleg{}
+		v.asking[k] = a
+	}
+	a.n++
+	v.mu.Unlock()
+	return func() {
+		v.mu.Lock()
+		a.n--
+		var late *wire.Recall
+		if a.n == 0 {
+			delete(v.asking, k)
+			late = a.late
+		}
+		v.mu.Unlock()
+		if late != nil {
+			go v.answerRecall(a.pl, *late)
+		}
+	}
+}
+
 // noteDeleg records the delegation the share granted with f, if any.
 func (v *FS) noteDeleg(p, key string, f *client.File) {
 	if f == nil || !f.Deleg() {
@@ -355,6 +412,20 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 // final DelegReturn.
 func (v *FS) recall(pl *poller, r wire.Recall) {
 	v.recalls.Add(1)
+	v.mu.Lock()
+	if a := v.asking[delegFile{pl.share, r.Path}]; a != nil {
+		// It may be for the delegation an open under way brings.
+		a.pl, a.late = pl, &r
+		v.mu.Unlock()
+		return
+	}
+	v.mu.Unlock()
+	v.answerRecall(pl, r)
+}
+
+// answerRecall is recall, once no open asking for a delegation on the
+// file is under way.
+func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	var d *wdeleg
 	v.mu.Lock()
 	for _, x := range v.wdelegs {

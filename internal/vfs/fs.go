@@ -46,6 +46,7 @@ type FS struct {
 	pollers map[string]*poller // by share, for paths under poll
 	// Write delegations held (write mode back), by global path.
 	wdelegs       map[string]*wdeleg
+	asking        map[delegFile]*askingDeleg // opens under way that ask for one, by file
 	delegsGranted uint64
 	recalls       atomic.Uint64
 	listFilled    atomic.Uint64 // files cached from the contents listings brought
@@ -152,7 +153,7 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	return &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
 		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
-		quit: make(chan struct{}), log: opts.Log}
+		asking: make(map[delegFile]*askingDeleg), quit: make(chan struct{}), log: opts.Log}
 }
 
 // Client is the client the file system uses.

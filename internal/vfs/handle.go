@@ -157,7 +157,10 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 		wf |= wire.OpenTrunc
 	}
 	d := v.dropCount()
-	f, err := v.c.Create(ctx, p, v.openFlags(p, wf), mode&0o7777)
+	of := v.openFlags(p, wf)
+	done := v.askDeleg(ctx, p, of)
+	defer done()
+	f, err := v.c.Create(ctx, p, of, mode&0o7777)
 	if err != nil {
 		v.forget(p)
 		return nil, wire.Attr{}, err
@@ -208,6 +211,8 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 	if write || wantsWrite(h.flags) {
 		flags = wire.OpenRead | wire.OpenWrite
 	}
+	done := h.v.askDeleg(ctx, h.path, h.v.openFlags(h.path, flags))
+	defer done()
 	if size := h.attr.Size; flags == wire.OpenRead && size > 0 && size <= firstMax && !h.v.cache.Present(h.key, 0) {
 		// A small file not cached: its bytes come with the open, and a
 		// cold read costs one round trip instead of two (see fetch).
