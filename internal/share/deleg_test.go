@@ -1,10 +1,15 @@
 package share
 
 import (
+	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -16,6 +21,14 @@ func doneWithin(ch chan struct{}, d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
+}
+
+// recalling reports whether the delegation on path is being recalled.
+func (t *invTable) recalling(path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.wdelegs[path]
+	return d != nil && d.recalling
 }
 
 func await(tab *invTable, id, path string, want wire.ByteRange, mutate bool) chan struct{} {
@@ -141,5 +154,115 @@ func TestWriteDelegationGrace(t *testing.T) {
 	}
 	if el := time.Since(t0); el < graceDelegs-time.Second {
 		t.Errorf("went ahead after %v, inside the grace period", el)
+	}
+}
+
+// TestWriteDelegationGrantBeforeRecall: granting a write delegation
+// recalls other agents' read holds on the file, and the open waits for
+// their acknowledgements; a request of another agent served during that
+// wait must find the delegation (and recall it), not take a read hold that
+// nothing recalls once the holder keeps its writes back.
+func TestWriteDelegationGrantBeforeRecall(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, login := serverLogin(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	w, r := login("w"), login("r") // the writer's agent and a reader's
+	serve := func(c *rpc.ServerConn, op wire.Op, msg any) (any, error) {
+		meta, _ := wire.Marshal(msg)
+		rep, err := s.Serve(context.Background(), &rpc.Request{Op: op, Meta: meta, Conn: c})
+		if rep.Release != nil {
+			rep.Release()
+		}
+		return rep.Msg, err
+	}
+	lease := 10 * time.Second
+	poll := func(c *rpc.ServerConn, name string, since uint64, wait time.Duration) wire.GetInvResp {
+		m, err := serve(c, wire.OpGetInv, wire.GetInvReq{Tok: 1, Session: name, Since: since, Wait: int64(wait), Lease: int64(lease)})
+		if err != nil {
+			t.Error(err)
+			return wire.GetInvResp{}
+		}
+		return m.(wire.GetInvResp)
+	}
+	stat := func(c *rpc.ServerConn) (wire.Attr, error) {
+		m, err := serve(c, wire.OpGetAttr, wire.PathReq{Tok: 1, Path: "a"})
+		if err != nil {
+			return wire.Attr{}, err
+		}
+		return m.(wire.AttrResp).Attr, nil
+	}
+	ws := poll(w, "w", 0, time.Millisecond).Stamp
+	rs := poll(r, "r", 0, time.Millisecond).Stamp
+	if _, err := stat(r); err != nil { // r holds a
+		t.Fatal(err)
+	}
+
+	opened := make(chan wire.OpenResp, 1)
+	go func() {
+		m, err := serve(w, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "a", Flags: wire.OpenWrite | wire.OpenDeleg})
+		if err != nil {
+			t.Error(err)
+			close(opened)
+			return
+		}
+		opened <- m.(wire.OpenResp)
+	}()
+	// The grant recalls r's hold; the open waits until r acknowledges.
+	inv := poll(r, "r", rs, 5*time.Second)
+	if !slices.Contains(inv.Paths, "a") {
+		t.Fatalf("the grant did not recall the reader's hold: %+v", inv)
+	}
+	// r has dropped what it cached and looks at a again before its next
+	// poll acknowledges the recall.
+	type result struct {
+		a   wire.Attr
+		err error
+	}
+	looked := make(chan result, 1)
+	go func() {
+		a, err := stat(r)
+		looked <- result{a, err}
+	}()
+	var early *result
+	for early == nil && !s.inv.recalling("a") {
+		select {
+		case res := <-looked:
+			early = &res
+		case <-time.After(time.Millisecond):
+		}
+	}
+	acked := make(chan wire.GetInvResp, 1)
+	go func() { acked <- poll(r, "r", inv.Stamp, 200*time.Millisecond) }()
+	resp, ok := <-opened
+	if !ok || !resp.Deleg {
+		t.Fatalf("no write delegation granted: %+v", resp)
+	}
+	if early != nil {
+		// Answered before the delegation was known: the answer is void
+		// only if r is told to drop it.
+		next := <-acked
+		if !slices.Contains(next.Paths, "a") {
+			t.Fatalf("the reader was answered %d bytes while the writer was being granted a delegation, and nothing recalls that answer: the writer's kept-back writes stay invisible to it", early.a.Size)
+		}
+		return
+	}
+	// The writer answers the recall: its writes, then the return.
+	rec := poll(w, "w", ws, 5*time.Second)
+	if len(rec.Recalls) != 1 || rec.Recalls[0].Path != "a" {
+		t.Fatalf("recalls sent to the writer: %+v", rec.Recalls)
+	}
+	data := []byte("kept back")
+	meta, _ := wire.Marshal(wire.WriteReq{Tok: 1, Handle: resp.Handle})
+	if _, err := s.Serve(context.Background(), &rpc.Request{Op: wire.OpWrite, Meta: meta, Data: data, Conn: w}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := serve(w, wire.OpDelegReturn, wire.DelegReturnReq{Tok: 1, Session: "w", Path: "a", Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	res := <-looked
+	if res.err != nil || res.a.Size != int64(len(data)) {
+		t.Fatalf("the reader sees %d bytes (%v), want the writer's %d", res.a.Size, res.err, len(data))
 	}
 }

@@ -27,6 +27,15 @@ func fuzzServer(tb testing.TB) (*Server, *rpc.ServerConn) {
 // the given grants (slot 1).
 func serverWith(tb testing.TB, root string, grants []auth.Grant) (*Server, *rpc.ServerConn) {
 	tb.Helper()
+	s, login := serverLogin(tb, root, grants)
+	return s, login("")
+}
+
+// serverLogin is a share over root and a function that opens a connection
+// to it holding a token with the given grants (slot 1), in the agent
+// session named by its argument ("": none).
+func serverLogin(tb testing.TB, root string, grants []auth.Grant) (*Server, func(session string) *rpc.ServerConn) {
+	tb.Helper()
 	pub, priv, err := auth.NewTokenKey()
 	if err != nil {
 		tb.Fatal(err)
@@ -43,12 +52,15 @@ func serverWith(tb testing.TB, root string, grants []auth.Grant) (*Server, *rpc.
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sc := &rpc.ServerConn{State: &session{peer: auth.Identity{Domain: "fuzz", Role: auth.RoleUser, Name: "admin"}}}
-	meta, _ := wire.Marshal(wire.AuthReq{Token: signed})
-	if _, err := s.Serve(context.Background(), &rpc.Request{Op: wire.OpAuth, Meta: meta, Conn: sc}); err != nil {
-		tb.Fatal(err)
+	login := func(name string) *rpc.ServerConn {
+		sc := &rpc.ServerConn{State: &session{peer: auth.Identity{Domain: "fuzz", Role: auth.RoleUser, Name: "admin"}}}
+		meta, _ := wire.Marshal(wire.AuthReq{Token: signed, Session: name})
+		if _, err := s.Serve(context.Background(), &rpc.Request{Op: wire.OpAuth, Meta: meta, Conn: sc}); err != nil {
+			tb.Fatal(err)
+		}
+		return sc
 	}
-	return s, sc
+	return s, login
 }
 
 // FuzzServeRequest sends arbitrary ops and meta to a share: it must answer

@@ -402,10 +402,16 @@ func invSessionOf(req *rpc.Request) string {
 // first), then grants the request's session a read delegation on rel.
 func (s *Server) touch(req *rpc.Request, rel string, want wire.ByteRange) {
 	id := invSessionOf(req)
-	for _, p := range s.inv.delegsNear(rel, req.Op == wire.OpReadDir) {
-		s.inv.awaitDeleg(id, p, want, mutates(req.Op))
+	await := func() {
+		for _, p := range s.inv.delegsNear(rel, req.Op == wire.OpReadDir) {
+			s.inv.awaitDeleg(id, p, want, mutates(req.Op))
+		}
 	}
+	await()
 	s.holds(req, rel)
+	// A delegation granted since the wait recalls the read holds taken
+	// before it was recorded; one taken after must wait for it here.
+	await()
 }
 
 // mutates reports whether requests of op change what they name (and so

@@ -12,9 +12,16 @@ import (
 // delegations it returns, and the write delegations its opens are granted.
 
 // grantWrite grants session id a write delegation on rel if no other
-// agent has the file open; other agents' read delegations on it are
-// recalled first, so that they ask again (and so recall this one) before
-// they use the file.
+// agent has the file open; then other agents' read delegations on it are
+// recalled, so that they ask again (and so recall this one) before they
+// use the file.
+//
+// The delegation is recorded before the recall: while the open waits for
+// the recalled agents' acknowledgements, any request of another agent on
+// rel finds it and recalls it, instead of reading the file and taking a
+// read hold that nothing would recall once the holder keeps its writes
+// back. Such a recall can reach the holder before the open's reply does;
+// the agent applies it to the delegation that reply brings.
 func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) bool {
 	s.mu.Lock()
 	for _, h := range s.handles {
@@ -24,10 +31,13 @@ func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) bool
 		}
 	}
 	s.mu.Unlock()
+	if !s.inv.grantWrite(id, rel, reclaim) {
+		return false
+	}
 	if !reclaim {
 		s.changed(req, rel)
 	}
-	return s.inv.grantWrite(id, rel, reclaim)
+	return true
 }
 
 // sessionID checks the token of a request that names an agent session
