@@ -157,6 +157,67 @@ func TestWriteDelegationGrace(t *testing.T) {
 	}
 }
 
+// agents drives a share as agents would, each session on a connection
+// of its own.
+type agents struct {
+	t     *testing.T
+	s     *Server
+	conns map[string]*rpc.ServerConn
+	lease time.Duration
+}
+
+// newAgents is a share over root, with a connection for each session.
+func newAgents(t *testing.T, root string, sessions ...string) *agents {
+	s, login := serverLogin(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	a := &agents{t: t, s: s, conns: make(map[string]*rpc.ServerConn), lease: 10 * time.Second}
+	for _, name := range sessions {
+		a.conns[name] = login(name)
+	}
+	return a
+}
+
+func (a *agents) serve(name string, op wire.Op, msg any, data []byte) (any, error) {
+	meta, _ := wire.Marshal(msg)
+	rep, err := a.s.Serve(context.Background(), &rpc.Request{Op: op, Meta: meta, Data: data, Conn: a.conns[name]})
+	if rep.Release != nil {
+		rep.Release()
+	}
+	return rep.Msg, err
+}
+
+// poll is the long poll of session name.
+func (a *agents) poll(name string, since uint64, wait time.Duration) wire.GetInvResp {
+	m, err := a.serve(name, wire.OpGetInv, wire.GetInvReq{Tok: 1, Session: name, Since: since, Wait: int64(wait), Lease: int64(a.lease)}, nil)
+	if err != nil {
+		a.t.Error(err)
+		return wire.GetInvResp{}
+	}
+	return m.(wire.GetInvResp)
+}
+
+func (a *agents) stat(name, path string) (wire.Attr, error) {
+	m, err := a.serve(name, wire.OpGetAttr, wire.PathReq{Tok: 1, Path: path}, nil)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	return m.(wire.AttrResp).Attr, nil
+}
+
+// open opens path for session name in the background.
+func (a *agents) open(name, path string, flags uint32) chan wire.OpenResp {
+	opened := make(chan wire.OpenResp, 1)
+	go func() {
+		m, err := a.serve(name, wire.OpOpen, wire.OpenReq{Tok: 1, Path: path, Flags: flags}, nil)
+		if err != nil {
+			a.t.Error(err)
+			close(opened)
+			return
+		}
+		opened <- m.(wire.OpenResp)
+	}()
+	return opened
+}
+
 // TestWriteDelegationGrantBeforeRecall: granting a write delegation
 // recalls other agents' read holds on the file, and the open waits for
 // their acknowledgements; a request of another agent served during that
@@ -167,50 +228,16 @@ func TestWriteDelegationGrantBeforeRecall(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "a"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, login := serverLogin(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
-	w, r := login("w"), login("r") // the writer's agent and a reader's
-	serve := func(c *rpc.ServerConn, op wire.Op, msg any) (any, error) {
-		meta, _ := wire.Marshal(msg)
-		rep, err := s.Serve(context.Background(), &rpc.Request{Op: op, Meta: meta, Conn: c})
-		if rep.Release != nil {
-			rep.Release()
-		}
-		return rep.Msg, err
-	}
-	lease := 10 * time.Second
-	poll := func(c *rpc.ServerConn, name string, since uint64, wait time.Duration) wire.GetInvResp {
-		m, err := serve(c, wire.OpGetInv, wire.GetInvReq{Tok: 1, Session: name, Since: since, Wait: int64(wait), Lease: int64(lease)})
-		if err != nil {
-			t.Error(err)
-			return wire.GetInvResp{}
-		}
-		return m.(wire.GetInvResp)
-	}
-	stat := func(c *rpc.ServerConn) (wire.Attr, error) {
-		m, err := serve(c, wire.OpGetAttr, wire.PathReq{Tok: 1, Path: "a"})
-		if err != nil {
-			return wire.Attr{}, err
-		}
-		return m.(wire.AttrResp).Attr, nil
-	}
-	ws := poll(w, "w", 0, time.Millisecond).Stamp
-	rs := poll(r, "r", 0, time.Millisecond).Stamp
-	if _, err := stat(r); err != nil { // r holds a
+	ag := newAgents(t, root, "w", "r") // the writer's agent and a reader's
+	ws := ag.poll("w", 0, time.Millisecond).Stamp
+	rs := ag.poll("r", 0, time.Millisecond).Stamp
+	if _, err := ag.stat("r", "a"); err != nil { // r holds a
 		t.Fatal(err)
 	}
 
-	opened := make(chan wire.OpenResp, 1)
-	go func() {
-		m, err := serve(w, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "a", Flags: wire.OpenWrite | wire.OpenDeleg})
-		if err != nil {
-			t.Error(err)
-			close(opened)
-			return
-		}
-		opened <- m.(wire.OpenResp)
-	}()
+	opened := ag.open("w", "a", wire.OpenWrite|wire.OpenDeleg)
 	// The grant recalls r's hold; the open waits until r acknowledges.
-	inv := poll(r, "r", rs, 5*time.Second)
+	inv := ag.poll("r", rs, 5*time.Second)
 	if !slices.Contains(inv.Paths, "a") {
 		t.Fatalf("the grant did not recall the reader's hold: %+v", inv)
 	}
@@ -222,11 +249,11 @@ func TestWriteDelegationGrantBeforeRecall(t *testing.T) {
 	}
 	looked := make(chan result, 1)
 	go func() {
-		a, err := stat(r)
+		a, err := ag.stat("r", "a")
 		looked <- result{a, err}
 	}()
 	var early *result
-	for early == nil && !s.inv.recalling("a") {
+	for early == nil && !ag.s.inv.recalling("a") {
 		select {
 		case res := <-looked:
 			early = &res
@@ -234,7 +261,7 @@ func TestWriteDelegationGrantBeforeRecall(t *testing.T) {
 		}
 	}
 	acked := make(chan wire.GetInvResp, 1)
-	go func() { acked <- poll(r, "r", inv.Stamp, 200*time.Millisecond) }()
+	go func() { acked <- ag.poll("r", inv.Stamp, 200*time.Millisecond) }()
 	resp, ok := <-opened
 	if !ok || !resp.Deleg {
 		t.Fatalf("no write delegation granted: %+v", resp)
@@ -249,20 +276,46 @@ func TestWriteDelegationGrantBeforeRecall(t *testing.T) {
 		return
 	}
 	// The writer answers the recall: its writes, then the return.
-	rec := poll(w, "w", ws, 5*time.Second)
+	rec := ag.poll("w", ws, 5*time.Second)
 	if len(rec.Recalls) != 1 || rec.Recalls[0].Path != "a" {
 		t.Fatalf("recalls sent to the writer: %+v", rec.Recalls)
 	}
 	data := []byte("kept back")
-	meta, _ := wire.Marshal(wire.WriteReq{Tok: 1, Handle: resp.Handle})
-	if _, err := s.Serve(context.Background(), &rpc.Request{Op: wire.OpWrite, Meta: meta, Data: data, Conn: w}); err != nil {
+	if _, err := ag.serve("w", wire.OpWrite, wire.WriteReq{Tok: 1, Handle: resp.Handle}, data); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := serve(w, wire.OpDelegReturn, wire.DelegReturnReq{Tok: 1, Session: "w", Path: "a", Done: true}); err != nil {
+	if _, err := ag.serve("w", wire.OpDelegReturn, wire.DelegReturnReq{Tok: 1, Session: "w", Path: "a", Done: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	res := <-looked
 	if res.err != nil || res.a.Size != int64(len(data)) {
 		t.Fatalf("the reader sees %d bytes (%v), want the writer's %d", res.a.Size, res.err, len(data))
+	}
+}
+
+// TestReclaimRecallsReadHolds: a reclaim of a delegation the share does
+// not list (it was revoked when its holder's lease ran out, say) is granted
+// as a new delegation, and recalls other agents' read holds as any grant
+// does: the reader may have read the share's copy meanwhile, and the
+// holder keeps its writes back again.
+func TestReclaimRecallsReadHolds(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ag := newAgents(t, root, "w", "r")
+	ag.poll("w", 0, time.Millisecond)
+	rs := ag.poll("r", 0, time.Millisecond).Stamp
+	if _, err := ag.stat("r", "a"); err != nil { // r holds a
+		t.Fatal(err)
+	}
+	opened := ag.open("w", "a", wire.OpenRead|wire.OpenWrite|wire.OpenDeleg|wire.OpenReclaim)
+	inv := ag.poll("r", rs, time.Second)
+	go ag.poll("r", inv.Stamp, 200*time.Millisecond)
+	if resp, ok := <-opened; !ok || !resp.Deleg {
+		t.Fatalf("the reclaim was refused: %+v", resp)
+	}
+	if !slices.Contains(inv.Paths, "a") {
+		t.Fatalf("a delegation was granted by a reclaim, and the reader's hold on the file was not recalled: %+v", inv)
 	}
 }

@@ -34,9 +34,9 @@ func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) bool
 	if !s.inv.grantWrite(id, rel, reclaim) {
 		return false
 	}
-	if !reclaim {
-		s.changed(req, rel)
-	}
+	// A reclaim too: the share may have revoked the delegation (its
+	// holder's lease ran out) and let others read the file since.
+	s.changed(req, rel)
 	return true
 }
 
