@@ -154,9 +154,8 @@ func TestPosix(t *testing.T) {
 // posixUnsupported lists the conformance tests pando does not pass, and
 // why; the README repeats this list.
 var posixUnsupported = map[string]string{
-	"XAttr":               "extended attributes are not carried by the protocol yet (ENOTSUP)",
-	"XAttrLarge":          "extended attributes are not carried by the protocol yet (ENOTSUP)",
-	"FcntlFlockLocksFile": "byte-range locks are the kernel's, per process on one host; grid-wide locks come with the callback mode",
+	"XAttr":      "extended attributes are not carried by the protocol yet (ENOTSUP)",
+	"XAttrLarge": "extended attributes are not carried by the protocol yet (ENOTSUP)",
 }
 
 type syscallStat = syscall.Stat_t

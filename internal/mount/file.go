@@ -117,7 +117,13 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 // failure is close's error.
 func (f *file) Flush(ctx context.Context) syscall.Errno {
 	ctx = detach(ctx)
-	return f.m.fail("close", f.h.Path(), f.h.Flush(ctx))
+	err := f.h.Flush(ctx)
+	// The locks go even when the data could not: it stays in the cache,
+	// marked dirty, and is sent again.
+	if lerr := f.h.CloseLocks(ctx); err == nil {
+		err = lerr
+	}
+	return f.m.fail("close", f.h.Path(), err)
 }
 
 // Release runs when the last descriptor is gone. The node counts the open

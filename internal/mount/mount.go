@@ -109,6 +109,9 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 			// I/O (see node.open); with this, programs may still map
 			// them shared.
 			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			// fcntl and flock locks come to the agent, which has the
+			// share hold them (see lock.go).
+			EnableLocks: true,
 		},
 		// Each entry carries its own timeouts, from its path's mode.
 		EntryTimeout:    &zero,

@@ -37,6 +37,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.write(req)
 	case wire.OpClose, wire.OpFsync, wire.OpFGetAttr:
 		return s.handleOp(req)
+	case wire.OpLock:
+		return s.lock(req)
 	case wire.OpTruncate:
 		return s.truncate(req)
 	case wire.OpRename, wire.OpLink:

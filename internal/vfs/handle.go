@@ -43,6 +43,8 @@ type Handle struct {
 	closed  bool
 	err     error  // a failed write-back, reported at flush
 	backing uint64 // the cache data file the kernel reads directly, if any
+	// locks taken through the share handle (see Lock)
+	posixLocks, flocks bool
 }
 
 // Open flags, from open(2).
