@@ -63,6 +63,30 @@ func serverLogin(tb testing.TB, root string, grants []auth.Grant) (*Server, func
 	return s, login
 }
 
+// serveAs sends one request on sc and decodes the reply into resp (if
+// not nil); a refusal must be a *wire.Error, which it returns.
+func serveAs(tb testing.TB, s *Server, sc *rpc.ServerConn, op wire.Op, msg, resp any) error {
+	tb.Helper()
+	meta, err := wire.Marshal(msg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rep, err := s.Serve(context.Background(), &rpc.Request{Op: op, Meta: meta, Conn: sc})
+	if err != nil {
+		if _, ok := err.(*wire.Error); !ok {
+			tb.Fatalf("%s: error of type %T: %v", op, err, err)
+		}
+		return err
+	}
+	if resp != nil {
+		b, _ := wire.Marshal(rep.Msg)
+		if err := wire.Unmarshal(b, resp); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return nil
+}
+
 // FuzzServeRequest sends arbitrary ops and meta to a share: it must answer
 // every one with a reply or a *wire.Error, never panic, and never touch
 // anything outside its root.
@@ -92,6 +116,11 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpPush, wire.PushReq{Tok: 1, Path: "d/f", Length: 4, Block: 1, DestPath: "/x/y"}},
 		{wire.OpTicket, wire.TicketReq{Protection: "clear"}},
 		{wire.OpGetInv, wire.GetInvReq{Tok: 1, Session: "s", Since: 1}},
+		{wire.OpGetXattr, wire.XattrReq{Tok: 1, Path: "etc/passwd", Name: "user.a"}},
+		{wire.OpListXattr, wire.PathReq{Tok: 1, Path: "etc"}},
+		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "d/f", Name: "user.a", Value: []byte("v"), Flags: wire.XattrCreate}},
+		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "d/../etc", Name: "security.capability", Flags: 7}},
+		{wire.OpRemoveXattr, wire.XattrReq{Tok: 1, Path: "", Name: "user."}},
 	}
 	for _, s := range seeds {
 		b, err := wire.Marshal(s.msg)

@@ -1,7 +1,6 @@
 package share
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/auth"
-	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -27,24 +25,7 @@ func TestLocks(t *testing.T) {
 	})
 	call := func(op wire.Op, msg, resp any) error {
 		t.Helper()
-		meta, err := wire.Marshal(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := s.Serve(context.Background(), &rpc.Request{Op: op, Meta: meta, Conn: sc})
-		if err != nil {
-			if _, ok := err.(*wire.Error); !ok {
-				t.Fatalf("%s: error of type %T: %v", op, err, err)
-			}
-			return err
-		}
-		if resp != nil {
-			b, _ := wire.Marshal(rep.Msg)
-			if err := wire.Unmarshal(b, resp); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return nil
+		return serveAs(t, s, sc, op, msg, resp)
 	}
 	open := func(p string, flags uint32) uint64 {
 		t.Helper()

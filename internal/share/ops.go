@@ -49,6 +49,14 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.symlink(req)
 	case wire.OpSetAttr:
 		return s.setattr(req)
+	case wire.OpGetXattr:
+		return s.getXattr(req)
+	case wire.OpListXattr:
+		return s.listXattr(req)
+	case wire.OpSetXattr:
+		return s.setXattr(req)
+	case wire.OpRemoveXattr:
+		return s.removeXattr(req)
 	case wire.OpGetInv:
 		return s.getInv(req)
 	case wire.OpDelegReturn:

@@ -419,7 +419,7 @@ func (s *Server) touch(req *rpc.Request, rel string, want wire.ByteRange) {
 func mutates(op wire.Op) bool {
 	switch op {
 	case wire.OpGetAttr, wire.OpReadDir, wire.OpReadlink, wire.OpStatFS, wire.OpOpen, wire.OpRead,
-		wire.OpFGetAttr, wire.OpSum, wire.OpGetFile, wire.OpFsync, wire.OpClose:
+		wire.OpFGetAttr, wire.OpSum, wire.OpGetFile, wire.OpFsync, wire.OpClose, wire.OpGetXattr, wire.OpListXattr:
 		return false
 	}
 	return true

@@ -35,6 +35,8 @@ const (
 	CodeQuota       Code = Code(syscall.EDQUOT)
 	CodeStale       Code = Code(syscall.ESTALE)
 	CodeRange       Code = Code(syscall.ERANGE)
+	CodeNoData      Code = Code(syscall.ENODATA) // no such extended attribute (ENOATTR)
+	CodeTooBig      Code = Code(syscall.E2BIG)   // an extended attribute's value over XattrValueMax
 
 	CodeMalformed     Code = 1000 // the request could not be decoded
 	CodeTokenExpired  Code = 1001 // the token's lifetime is over: fetch a new one

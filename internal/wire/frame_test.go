@@ -98,6 +98,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		frameBytes(TypeRequest, OpWrite, 3, mustMarshal(WriteReq{Tok: 1, Handle: 9}), []byte("hello")),
 		frameBytes(TypeRequest, OpRename, 4, mustMarshal(RenameReq{Tok: 1, Old: "a/b", New: "../etc"}), nil),
 		frameBytes(TypeError, OpGetAttr, 5, mustMarshal(Error{Code: CodeNotExist, Message: "x"}), nil),
+		frameBytes(TypeRequest, OpSetXattr, 6, mustMarshal(SetXattrReq{Tok: 1, Path: "a", Name: "user.x", Value: make([]byte, XattrValueMax)}), nil),
 		{0, 0, 0},
 	} {
 		f.Add(seed)
@@ -111,7 +112,8 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("lengths disagree: %+v", fr.Header)
 		}
 		for _, v := range []any{&AuthReq{}, &PathReq{}, &OpenReq{}, &ReadReq{}, &WriteReq{}, &RenameReq{},
-			&SetAttrReq{}, &TruncateReq{}, &ResolveReq{}, &MountEntry{}, &ACLSetReq{}, &Error{}, &ReadDirResp{}} {
+			&SetAttrReq{}, &TruncateReq{}, &ResolveReq{}, &MountEntry{}, &ACLSetReq{}, &Error{}, &ReadDirResp{},
+			&XattrReq{}, &SetXattrReq{}, &XattrResp{}, &ListXattrResp{}} {
 			_ = Unmarshal(fr.Meta, v)
 		}
 	})

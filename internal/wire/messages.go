@@ -35,6 +35,12 @@ const (
 	OpStatFS   Op = 19 // PathReq -> StatFSResp
 	OpPing     Op = 20 // Empty -> Empty
 	OpFGetAttr Op = 21 // HandleReq -> AttrResp (attributes of an open file, also after unlink)
+
+	// Extended attributes of the user namespace (see xattr.go).
+	OpGetXattr    Op = 22 // XattrReq -> XattrResp
+	OpListXattr   Op = 23 // PathReq -> ListXattrResp
+	OpSetXattr    Op = 24 // SetXattrReq -> AttrResp
+	OpRemoveXattr Op = 25 // XattrReq -> AttrResp
 )
 
 // Transfer operations (40..59).
@@ -75,7 +81,8 @@ var opNames = map[Op]string{
 	OpAuth: "auth", OpGetAttr: "getattr", OpReadDir: "readdir", OpOpen: "open", OpCreate: "create",
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
-	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
+	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
+	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
 	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
@@ -95,6 +102,7 @@ func (o Op) String() string {
 func (o Op) Idempotent() bool {
 	switch o {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn,
+		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
 		return true
