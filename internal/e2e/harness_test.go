@@ -175,6 +175,25 @@ func (d *domain) addShare(name string) string {
 	return root
 }
 
+// mountTmpfs mounts a tmpfs with options (such as size=8m) on dir, until
+// the test ends. It needs root: elsewhere than in CI, it reports false
+// when it cannot.
+func mountTmpfs(t *testing.T, dir, options string) bool {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", options, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mounting a tmpfs: %v: %s", err, out)
+		}
+		t.Logf("cannot mount a tmpfs here (%v: %s)", err, out)
+		return false
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return true
+}
+
 // startShare starts (or restarts) the share process of name, with env
 // added to its environment.
 func (d *domain) startShare(name string, env ...string) {
