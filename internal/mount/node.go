@@ -40,6 +40,11 @@ var (
 	_ fs.NodeLinker     = (*node)(nil)
 	_ fs.NodeStatfser   = (*node)(nil)
 	_ fs.NodeFsyncer    = (*node)(nil)
+
+	_ fs.NodeGetxattrer    = (*node)(nil)
+	_ fs.NodeListxattrer   = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
 )
 
 // gone is the path of nodes that are no longer in the tree (overwritten by
@@ -299,22 +304,3 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	}
 	return 0
 }
-
-// Extended attributes are not part of the protocol yet: say so, so that
-// programs (cp -a, rsync -X) carry on without them.
-func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	ctx = detach(ctx)
-	return 0, syscall.ENOTSUP
-}
-
-// Setxattr is not supported; see Getxattr.
-func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	ctx = detach(ctx)
-	return syscall.ENOTSUP
-}
-
-// Listxattr lists no attributes.
-func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) { return 0, 0 }
-
-// Removexattr is not supported; see Getxattr.
-func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno { return syscall.ENOTSUP }
