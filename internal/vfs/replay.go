@@ -78,6 +78,9 @@ type replayState struct {
 	stuck     map[string]int  // conflicts not kept beside: index in conflicts
 	warned    map[string]bool // a waiting file reported once
 	kick      chan struct{}   // a write-back left data dirty
+	// settling is the file replayOne works on (one at a time, under mu):
+	// its pins and write-back are the replay's, not an open file's.
+	settling string
 }
 
 // sending is a write-back under way.
@@ -291,7 +294,15 @@ func (v *FS) reconcileAtOpen(ctx context.Context, key, p string, a wire.Attr) {
 	}
 	pending := func() bool {
 		ver, _, ok := v.cache.Version(key)
-		return ok && ver != a.Version && !v.cache.Pinned(key) && !v.sendingNow(key) && len(v.cache.Dirty(key)) > 0
+		if !ok || ver == a.Version || len(v.cache.Dirty(key)) == 0 {
+			return false
+		}
+		// An open file or a write-back under way sends the data; but
+		// the replay pins the file too, while it compares it with the
+		// share's or copies it beside, and then drops the cache entry:
+		// an open that went ahead meanwhile would read from a file the
+		// cache no longer holds (nothing).
+		return v.settling(key) || !v.cache.Pinned(key) && !v.sendingNow(key)
 	}
 	if !pending() {
 		return
@@ -313,6 +324,14 @@ func (v *FS) reconcileAtOpen(ctx context.Context, key, p string, a wire.Attr) {
 // name. It returns nil (sent), errAlreadySent, errConflict (kept beside or
 // reported), or the error that makes it wait.
 func (v *FS) replayOne(ctx context.Context, log *slog.Logger, key, name string) error {
+	v.rp.smu.Lock()
+	v.rp.settling = key
+	v.rp.smu.Unlock()
+	defer func() {
+		v.rp.smu.Lock()
+		v.rp.settling = ""
+		v.rp.smu.Unlock()
+	}()
 	a, err := v.c.Stat(ctx, name)
 	if gone(err) {
 		return v.keepBeside(ctx, log, key, name, nil, "deleted")
@@ -354,6 +373,13 @@ func (v *FS) replayOne(ctx context.Context, log *slog.Logger, key, name string) 
 		}
 	}
 	return v.keepBeside(ctx, log, key, name, &a, "changed")
+}
+
+// settling reports whether the replay is working on key.
+func (v *FS) settling(key string) bool {
+	v.rp.smu.Lock()
+	defer v.rp.smu.Unlock()
+	return v.rp.settling == key
 }
 
 // gone reports whether err says that a path does not exist at its share,

@@ -145,16 +145,40 @@ func TestMissingNameFromListing(t *testing.T) {
 	}
 }
 
-// Reads of cached data, flushes and stats of a handle do not wait for the
-// share handle its open asks for in the background.
-func TestCachedReadDoesNotWaitForOpen(t *testing.T) {
-	d := testenv.New(t, "uva")
+// proxiedShare adds share alpha to d, reached through a WAN proxy that
+// adds no delay, and returns its root and a function that replaces the
+// proxy by one whose round trips take rtt; that function returns once c
+// reaches path p through the new one.
+func proxiedShare(t *testing.T, d *testenv.Domain) (root string, slowDown func(c *client.Client, p string, rtt time.Duration)) {
+	t.Helper()
 	shareAddr, proxyAddr := testenv.FreePort(t), testenv.FreePort(t)
 	px, err := wan.Listen(proxyAddr, shareAddr, wan.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := d.AddShareAt("alpha", shareAddr, proxyAddr)
+	t.Cleanup(func() { px.Close() })
+	root = d.AddShareAt("alpha", shareAddr, proxyAddr)
+	return root, func(c *client.Client, p string, rtt time.Duration) {
+		t.Helper()
+		px.Close()
+		slow, err := wan.Listen(proxyAddr, shareAddr, wan.Config{RTT: rtt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { slow.Close() })
+		for { // until the client has connected again, through the slow link
+			if _, err := c.Stat(context.Background(), p); err == nil {
+				return
+			}
+		}
+	}
+}
+
+// Reads of cached data, flushes and stats of a handle do not wait for the
+// share handle its open asks for in the background.
+func TestCachedReadDoesNotWaitForOpen(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root, slowDown := proxiedShare(t, d)
 	want := bytes.Repeat([]byte("cached "), 1000)
 	os.WriteFile(filepath.Join(root, "h.h"), want, 0o644)
 	v, c := newFS(t, d)
@@ -175,17 +199,7 @@ func TestCachedReadDoesNotWaitForOpen(t *testing.T) {
 	read().Release(ctx)
 
 	// From now on every round trip to the share takes half a second.
-	px.Close()
-	slow, err := wan.Listen(proxyAddr, shareAddr, wan.Config{RTT: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { slow.Close() })
-	for { // until the client has connected again, through the slow link
-		if _, err := c.Stat(ctx, "/uva/alpha/h.h"); err == nil {
-			break
-		}
-	}
+	slowDown(c, "/uva/alpha/h.h", 500*time.Millisecond)
 	h := read()
 	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
