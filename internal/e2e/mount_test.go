@@ -140,9 +140,13 @@ func TestPosix(t *testing.T) {
 	} else {
 		unsupported["XAttrLarge"] = "needs a share over a tmpfs, which only root can mount"
 	}
-	for _, mode := range []string{"close", "through"} {
+	for _, mode := range []string{"close", "through", "back"} {
 		t.Run(mode, func(t *testing.T) {
-			a := mountAgent(t, d.admin, "--write", mode)
+			args := []string{"--write", mode}
+			if mode == "back" {
+				args = append(args, "--consistency", "callback") // write-back needs delegations
+			}
+			a := mountAgent(t, d.admin, args...)
 			a.settle(t, filepath.Join(a.dir, "uva", "alpha"))
 			for name, fn := range posixtest.All {
 				if reason, skip := unsupported[name]; skip {

@@ -176,6 +176,10 @@ func (v *FS) keepBack(h *Handle) bool {
 	return true
 }
 
+// blocksFor is the 512-byte blocks a file of size bytes will take at its
+// share, as most file systems allocate: whole 4 KiB blocks.
+func blocksFor(size int64) int64 { return (size + 4095) / 4096 * 8 }
+
 // localAttr corrects the share's attributes of p with what this agent
 // keeps back under a delegation (size and modification time).
 func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
@@ -188,8 +192,8 @@ func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
 	if d == nil || len(v.cache.Dirty(d.key)) == 0 {
 		return a
 	}
-	if _, size, ok := v.cache.Version(d.key); ok {
-		a.Size = size
+	if _, size, ok := v.cache.Version(d.key); ok && size != a.Size {
+		a.Size, a.Blocks = size, blocksFor(size)
 	}
 	d.mu.Lock()
 	if d.mtime > a.Mtime {
@@ -340,14 +344,33 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 		}
 		return nil
 	}
-	setSize := func() (wire.Attr, error) {
+	// setSize gives the share's file the size this agent's copy has and,
+	// once the last of the data is there (last), the time it was last
+	// written here: sent later, it would otherwise carry the time it
+	// reached the share, and other agents would see another mtime than
+	// this one's programs saw.
+	setSize := func(last bool) (wire.Attr, error) {
 		_, size, _ := v.cache.Version(d.key)
 		a, err := f.Stat(ctx)
-		if err != nil || a.Size == size {
+		if err != nil {
 			return a, err
 		}
-		if err := f.Truncate(ctx, size); err != nil {
-			return a, err
+		mtime := d.mtime
+		if !last || mtime <= 0 || a.Mtime == mtime {
+			mtime = 0
+		}
+		if a.Size == size && mtime == 0 {
+			return a, nil
+		}
+		if a.Size != size {
+			if err := f.Truncate(ctx, size); err != nil {
+				return a, err
+			}
+		}
+		if mtime != 0 {
+			if _, err := v.c.SetAttr(ctx, d.g, wire.SetAttrReq{Valid: wire.SetMtime, Mtime: mtime}); err != nil {
+				return a, err
+			}
 		}
 		if a, err = f.Stat(ctx); err == nil {
 			v.cache.MarkClean(d.key, nil, a.Version, size)
@@ -362,7 +385,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 		return err
 	}
 	if first != nil {
-		a, err := setSize()
+		a, err := setSize(len(rest) == 0)
 		if err != nil {
 			return err
 		}
@@ -388,7 +411,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 			return err
 		}
 	}
-	a, err := setSize()
+	a, err := setSize(true)
 	if err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
 	}

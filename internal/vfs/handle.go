@@ -45,6 +45,7 @@ type Handle struct {
 	backing uint64 // the cache data file the kernel reads directly, if any
 	// locks taken through the share handle (see Lock)
 	posixLocks, flocks bool
+	wrote              atomic.Int64 // when this handle last wrote (unix ns)
 }
 
 // Open flags, from open(2).
@@ -449,6 +450,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
 		return 0, err
 	}
+	h.wrote.Store(time.Now().UnixNano())
 	h.mu.Lock()
 	h.dirty = true
 	h.mu.Unlock()
@@ -526,12 +528,18 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 	if err != nil {
 		return a, err
 	}
-	if dirty {
-		_, size, _ := h.v.cache.Version(h.key)
-		a.Size = size
-		now := time.Now().UnixNano()
-		a.Mtime, a.Ctime = now, now
-		return a, nil
+	if dirty && len(h.v.cache.Dirty(h.key)) > 0 {
+		// Unsent data: the size this agent's copy has, and the time it
+		// was last written here (kept back under a delegation, or by this
+		// handle); what the share says once it has the data.
+		la := h.v.localAttr(h.path, a)
+		if _, size, _ := h.v.cache.Version(h.key); size != la.Size {
+			la.Size, la.Blocks = size, blocksFor(size)
+		}
+		if t := h.wrote.Load(); t > la.Mtime {
+			la.Mtime, la.Ctime = t, t
+		}
+		return la, nil
 	}
 	if a.Ino == h.attr.Ino {
 		h.v.follow(h.key, h.path, a, g)
