@@ -9,9 +9,6 @@ import "syscall"
 // machine take on the same file. A handle's locks go when it is closed,
 // and so when its connection ends.
 
-// OpLock takes, releases or tests a lock: LockReq -> LockResp.
-const OpLock Op = 26
-
 // Lock types, as fcntl(2) numbers them.
 const (
 	LockRead   uint8 = syscall.F_RDLCK
@@ -41,5 +38,3 @@ type LockResp struct {
 	Start int64 `cbor:"2,keyasint"`
 	Len   int64 `cbor:"3,keyasint"`
 }
-
-func init() { opNames[OpLock] = "lock" }

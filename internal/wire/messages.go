@@ -41,6 +41,8 @@ const (
 	OpListXattr   Op = 23 // PathReq -> ListXattrResp
 	OpSetXattr    Op = 24 // SetXattrReq -> AttrResp
 	OpRemoveXattr Op = 25 // XattrReq -> AttrResp
+
+	OpLock Op = 26 // LockReq -> LockResp: a byte-range lock on an open file (see lock.go)
 )
 
 // Transfer operations (40..59).
@@ -82,7 +84,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
-	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
+	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
 	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
