@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 	"time"
 
@@ -52,63 +51,6 @@ func (v *FS) openFlags(p string, flags uint32) uint32 {
 		flags |= wire.OpenDeleg
 	}
 	return flags
-}
-
-// A delegation can be recalled (for a request of another agent) as soon as
-// the share has recorded it, and the recall can reach this agent before
-// the reply to the open it was granted with has been processed (NFSv4.1
-// has a recall name the open it may refer to, for the same reason).
-// Answered "not held", it would end the delegation at the share while this
-// agent went on to keep writes back under it. So a recall of a file for
-// which an open asking for a delegation is under way waits for that open:
-// it is answered once the reply is processed, when the delegation it
-// brings, if any, is known.
-
-// delegFile names a file at its share.
-type delegFile struct{ share, rel string }
-
-// askingDeleg counts the opens of a file under way that ask for a
-// delegation, and keeps the last recall of it that came meanwhile (the
-// others are the share sending it again).
-type askingDeleg struct {
-	n    int
-	pl   *poller
-	late *wire.Recall
-}
-
-// askDeleg notes that an open of p with flags is under way, if it asks
-// for a delegation; done is called once its reply is processed (after
-// noteDeleg), or it failed.
-func (v *FS) askDeleg(ctx context.Context, p string, flags uint32) (done func()) {
-	if flags&wire.OpenDeleg == 0 {
-		return func() {}
-	}
-	loc, err := v.c.Locate(ctx, p)
-	if err != nil || loc.Share == "" {
-		return func() {} // the open fails too
-	}
-	k := delegFile{loc.Share, loc.Rel}
-	v.mu.Lock()
-	a := v.asking[k]
-	if a == nil {
-		a = &askingDeleg{}
-		v.asking[k] = a
-	}
-	a.n++
-	v.mu.Unlock()
-	return func() {
-		v.mu.Lock()
-		a.n--
-		var late *wire.Recall
-		if a.n == 0 {
-			delete(v.asking, k)
-			late = a.late
-		}
-		v.mu.Unlock()
-		if late != nil {
-			go v.answerRecall(a.pl, *late)
-		}
-	}
 }
 
 // noteDeleg records the delegation the share granted with f, if any.
@@ -176,10 +118,6 @@ func (v *FS) keepBack(h *Handle) bool {
 	return true
 }
 
-// blocksFor is the 512-byte blocks a file of size bytes will take at its
-// share, as most file systems allocate: whole 4 KiB blocks.
-func blocksFor(size int64) int64 { return (size + 4095) / 4096 * 8 }
-
 // localAttr corrects the share's attributes of p with what this agent
 // keeps back under a delegation (size and modification time).
 func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
@@ -192,14 +130,24 @@ func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
 	if d == nil || len(v.cache.Dirty(d.key)) == 0 {
 		return a
 	}
-	if _, size, ok := v.cache.Version(d.key); ok && size != a.Size {
-		a.Size, a.Blocks = size, blocksFor(size)
-	}
 	d.mu.Lock()
-	if d.mtime > a.Mtime {
-		a.Mtime, a.Ctime = d.mtime, d.mtime
-	}
+	mtime := d.mtime
 	d.mu.Unlock()
+	return v.unsentAttr(d.key, a, mtime)
+}
+
+// unsentAttr corrects the share's attributes a of the file cached as key,
+// which holds data the share has not got, with the size of this agent's
+// copy, the blocks the share will allocate for it (whole 4 KiB blocks, as
+// most file systems do), and mtime, the time it was last written here, if
+// later.
+func (v *FS) unsentAttr(key string, a wire.Attr, mtime int64) wire.Attr {
+	if _, size, ok := v.cache.Version(key); ok && size != a.Size {
+		a.Size, a.Blocks = size, (size+4095)/4096*8
+	}
+	if mtime > a.Mtime {
+		a.Mtime, a.Ctime = mtime, mtime
+	}
 	return a
 }
 
@@ -429,143 +377,6 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	return nil
 }
 
-// recall answers a recall of one of this agent's write delegations: the
-// dirty bytes the other agent wants first, and the final size, then a
-// first DelegReturn naming what is still to come; then the rest, and the
-// final DelegReturn.
-func (v *FS) recall(pl *poller, r wire.Recall) {
-	v.recalls.Add(1)
-	v.mu.Lock()
-	if a := v.asking[delegFile{pl.share, r.Path}]; a != nil {
-		// It may be for the delegation an open under way brings.
-		a.pl, a.late = pl, &r
-		v.mu.Unlock()
-		return
-	}
-	v.mu.Unlock()
-	v.answerRecall(pl, r)
-}
-
-// answerRecall is recall, once no open asking for a delegation on the
-// file is under way.
-func (v *FS) answerRecall(pl *poller, r wire.Recall) {
-	var d *wdeleg
-	v.mu.Lock()
-	for _, x := range v.wdelegs {
-		if x.share == pl.share && x.rel == r.Path {
-			d = x
-			break
-		}
-	}
-	v.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	g := pl.gpath + "/" + r.Path
-	if gs := v.globals(pl.share, r.Path); len(gs) > 0 {
-		g = gs[0]
-	}
-	if d == nil {
-		// Not held here (any more): nothing to send.
-		_ = v.c.DelegReturn(ctx, g, nil, true)
-		return
-	}
-	v.mu.Lock()
-	prio := d.prio
-	v.mu.Unlock()
-	if prio != nil {
-		// Being returned: a reader waits for these bytes; send them next.
-		select {
-		case prio <- wire.ByteRange{Off: r.Off, Len: r.Len}:
-		default:
-		}
-		return
-	}
-	d.mu.Lock()
-	v.mu.Lock()
-	held := v.wdelegs[d.g] == d
-	v.mu.Unlock()
-	if !held {
-		// A recall sent again after the first was answered.
-		d.mu.Unlock()
-		_ = v.c.DelegReturn(ctx, d.g, nil, true)
-		return
-	}
-	d.returning = true
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
-	v.mu.Lock()
-	d.prio = make(chan wire.ByteRange, 64)
-	v.mu.Unlock()
-	defer func() {
-		v.mu.Lock()
-		d.prio = nil
-		v.mu.Unlock()
-	}()
-	ranges := orderWanted(v.cache.Dirty(d.key), r)
-	v.log.Debug("write delegation recalled", "path", d.g, "want", r, "ranges", ranges)
-	err := v.writeRanges(ctx, d, ranges, func(rest []cache.Range) error {
-		pending := make([]wire.ByteRange, len(rest))
-		for i, x := range rest {
-			pending[i] = wire.ByteRange{Off: x.Off, Len: x.Len}
-		}
-		return v.c.DelegReturn(ctx, d.g, pending, len(rest) == 0)
-	})
-	if err != nil {
-		// Kept, with its data: the share sends the recall again, or
-		// (restarted) lets this agent reclaim it.
-		d.returning = false
-		v.sendLater(d)
-		d.mu.Unlock()
-		v.log.Warn("cannot write back a recalled file; its data stays in the cache", "path", d.g, "err", err)
-		return
-	}
-	v.dropDeleg(d)
-	d.mu.Unlock()
-	if err := v.c.DelegReturn(ctx, d.g, nil, true); err != nil {
-		v.log.Warn("cannot return a write delegation", "path", d.g, "err", err)
-	}
-	v.log.Debug("write delegation returned", "path", d.g, "dirty left", v.cache.Dirty(d.key))
-	v.invalidate(d.g)
-}
-
-// orderWanted returns the dirty ranges with the part the recall wants
-// first at the front (split at the wanted range's bounds).
-func orderWanted(ranges []cache.Range, r wire.Recall) []cache.Range {
-	if len(ranges) == 0 {
-		return nil
-	}
-	var head, rest []cache.Range
-	if r.Len > 0 {
-		wend := r.Off + r.Len
-		for _, x := range ranges {
-			if x.End() <= r.Off || x.Off >= wend {
-				rest = append(rest, x)
-				continue
-			}
-			lo, hi := max(x.Off, r.Off), min(x.End(), wend)
-			head = append(head, cache.Range{Off: lo, Len: hi - lo})
-			if x.Off < lo {
-				rest = append(rest, cache.Range{Off: x.Off, Len: lo - x.Off})
-			}
-			if x.End() > hi {
-				rest = append(rest, cache.Range{Off: hi, Len: x.End() - hi})
-			}
-		}
-	} else {
-		rest = ranges
-	}
-	sort.Slice(rest, func(i, j int) bool { return rest[i].Off < rest[j].Off })
-	if len(head) == 0 {
-		// Nothing wanted is dirty: the final size alone lets the other
-		// agent go ahead; send an empty head.
-		return append([]cache.Range{{}}, rest...)
-	}
-	merged := cache.Range{Off: head[0].Off, Len: head[len(head)-1].End() - head[0].Off}
-	return append([]cache.Range{merged}, rest...)
-}
-
 // settle writes back and gives up the delegation on p, if any, before an
 // operation that the delegation cannot cover (unlink, rename, link).
 func (v *FS) settle(p string) {
@@ -574,56 +385,6 @@ func (v *FS) settle(p string) {
 	v.mu.Unlock()
 	if d != nil {
 		_ = v.sendBack(d, true)
-	}
-}
-
-// reclaimDelegs runs after the share behind pl asked this agent to drop
-// its cache (it restarted, or thought this agent gone): each delegation
-// with data kept back is reclaimed; one that cannot be is given up, its
-// data sent if the file is unchanged and kept in the cache as a conflict
-// otherwise.
-func (v *FS) reclaimDelegs(share string) {
-	v.mu.Lock()
-	var ds []*wdeleg
-	for _, d := range v.wdelegs {
-		if d.share == share {
-			ds = append(ds, d)
-		}
-	}
-	v.mu.Unlock()
-	for _, d := range ds {
-		v.reclaim(d)
-	}
-}
-
-func (v *FS) reclaim(d *wdeleg) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	base, _, _ := v.cache.Version(d.key)
-	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite|wire.OpenDeleg|wire.OpenReclaim)
-	if err == nil {
-		defer f.Close(context.Background())
-	}
-	dirty := len(v.cache.Dirty(d.key)) > 0
-	switch {
-	case err == nil && f.Deleg() && (f.Attr().Version == base || !dirty):
-		v.log.Info("write delegation reclaimed", "path", d.g)
-		return
-	case err == nil && (f.Attr().Version == base || !dirty):
-		v.log.Debug("write delegation not reclaimed; sending its data", "path", d.g)
-		_ = v.sendBack(d, true)
-	default:
-		d.mu.Lock()
-		d.returning = true
-		d.mu.Unlock()
-		v.dropDeleg(d)
-		v.lost.Add(1)
-		v.log.Warn("a file written here under a delegation that was lost changed at its share meanwhile; the local version is kept beside it",
-			"path", d.g, "err", err)
-		select {
-		case v.rp.kickChan() <- struct{}{}: // the retry of unsent data keeps it beside
-		default:
-		}
 	}
 }
 
