@@ -92,6 +92,8 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 	cmd.Flags().StringVar(&rc.StateDir, "state", "", "where the share keeps its certificate (default next to the client configuration)")
 	cmd.Flags().StringVar(&rc.Controller, "controller", "", "controller address (default: from the configuration)")
 	cmd.Flags().StringSliceVar(&rc.Protection, "protection", []string{"private", "safe"}, "data channel protections clients may use: private (TLS), safe (authenticated, not encrypted), clear (authenticated set-up only)")
+	cmd.Flags().StringVar(&rc.Owner, "owner", "", "USER[:GROUP] that owns what clients create, for a share run as root (default: the owner of --root, or nobody if that is root)")
+	cmd.Flags().BoolVar(&rc.AllowSetID, "allow-setid", false, "let clients make setuid and setgid files (off: the bits are dropped)")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List the shares registered with the controller",
@@ -120,6 +122,8 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		state, domain, listen string
 		dirs                  []string
 		noConfig              bool
+		owner                 string
+		allowSetID            bool
 		mountDir              string
 		mf                    mountFlags
 	)
@@ -176,7 +180,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			defer cl.Close()
 			for name, dir := range names {
 				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: "127.0.0.1:0",
-					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log})
+					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID})
 				if err != nil {
 					return err
 				}
@@ -221,6 +225,8 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringArrayVar(&dirs, "share", nil, "directory to export (repeatable; default STATE/data)")
 	cmd.Flags().BoolVar(&noConfig, "no-config", false, "do not write the administrator's configuration to the default place")
 	cmd.Flags().StringVar(&mountDir, "mount", "", "also mount the namespace here (FUSE)")
+	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
+	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)
 	return cmd
 }

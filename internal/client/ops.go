@@ -78,9 +78,36 @@ func named(err error, loc Loc) error {
 		cp := *we
 		cp.Message = strings.Replace(cp.Message, " /"+loc.Rel+":", " "+loc.Global+":", 1)
 		cp.Message = strings.Replace(cp.Message, "/"+loc.Rel+" is outside", loc.Global+" is outside", 1)
+		if len(we.Paths) > 0 {
+			cp.Message = loc.globals(we.Paths).Replace(cp.Message)
+		}
 		return &cp
 	}
 	return err
+}
+
+// globals shows the share-relative paths of a message (wire.Error.Paths)
+// as global paths, those of the share's part that loc's prefix mounts.
+func (loc Loc) globals(paths []string) *strings.Replacer {
+	tail := strings.TrimPrefix(strings.TrimPrefix(loc.Global, loc.Prefix), "/")
+	base, ok := strings.CutSuffix(loc.Rel, tail)
+	base = strings.TrimSuffix(base, "/")
+	paths = slices.Clone(paths)
+	// Longer paths first, so that one is not taken for the start of another.
+	slices.SortFunc(paths, func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	for _, p := range paths {
+		rest, under := strings.CutPrefix(p, base)
+		if p == "" || !ok || !under || (rest != "" && base != "" && rest[0] != '/') {
+			continue
+		}
+		g := loc.Prefix
+		if rest = strings.TrimPrefix(rest, "/"); rest != "" {
+			g += "/" + rest
+		}
+		pairs = append(pairs, "/"+p, g)
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // Stat returns the attributes of gpath (not following a final symlink).

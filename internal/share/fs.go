@@ -56,20 +56,18 @@ func fileAttr(f *os.File) (wire.Attr, error) {
 // lstat returns the attributes of rel without following a final symlink.
 func (s *Server) lstat(rel string) (wire.Attr, error) {
 	if rel == "" {
-		f, err := s.root.Open(".")
-		if err != nil {
-			return wire.Attr{}, err
+		return fileAttr(s.tree.dir)
+	}
+	var a wire.Attr
+	err := s.tree.at(rel, func(dirfd int, name string) error {
+		var st unix.Stat_t
+		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &fs.PathError{Op: "lstat", Path: rel, Err: err}
 		}
-		defer f.Close()
-		return fileAttr(f)
-	}
-	dir, name := splitRel(rel)
-	d, err := s.root.Open(osName(dir))
-	if err != nil {
-		return wire.Attr{}, err
-	}
-	defer d.Close()
-	return statAt(d, name)
+		a = attrOf(&st)
+		return nil
+	})
+	return a, err
 }
 
 func statAt(d *os.File, name string) (wire.Attr, error) {
@@ -98,7 +96,7 @@ func splitRel(rel string) (dir, name string) {
 // readDir lists rel with the attributes of every entry and, if ld is set,
 // the contents of the small files it takes (see listData.add).
 func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
-	d, err := s.root.Open(osName(rel))
+	d, err := s.tree.openDir(rel)
 	if err != nil {
 		return wire.ReadDirResp{}, err
 	}
@@ -137,14 +135,9 @@ func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
 }
 
 func (s *Server) statfs() (wire.StatFSResp, error) {
-	f, err := s.root.Open(".")
-	if err != nil {
-		return wire.StatFSResp{}, err
-	}
-	defer f.Close()
 	var st unix.Statfs_t
 	var serr error
-	rc, err := f.SyscallConn()
+	rc, err := s.tree.dir.SyscallConn()
 	if err != nil {
 		return wire.StatFSResp{}, err
 	}
@@ -187,26 +180,6 @@ func toWire(op wire.Op, rel string, err error) *wire.Error {
 	return &wire.Error{Code: wire.Code(errno), Message: fmt.Sprintf("%s %s: %s", op, shown, errno.Error())}
 }
 
-// withDir runs fn with a descriptor of rel's parent directory (opened
-// through the root, so confined to it) and rel's last name.
-func (s *Server) withDir(rel string, fn func(dirfd int, name string) error) error {
-	dir, name := splitRel(rel)
-	d, err := s.root.Open(osName(dir))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	rc, err := d.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := rc.Control(func(fd uintptr) { ferr = fn(int(fd), name) }); err != nil {
-		return err
-	}
-	return ferr
-}
-
 // renameAt renames with renameat2 on parent descriptors: unlike os.Rename
 // it replaces an empty directory, as rename(2) does, and RENAME_NOREPLACE
 // is atomic.
@@ -215,8 +188,8 @@ func (s *Server) renameAt(oldRel, newRel string, noReplace bool) error {
 	if noReplace {
 		flags = unix.RENAME_NOREPLACE
 	}
-	return s.withDir(oldRel, func(oldfd int, oldName string) error {
-		return s.withDir(newRel, func(newfd int, newName string) error {
+	return s.tree.at(oldRel, func(oldfd int, oldName string) error {
+		return s.tree.at(newRel, func(newfd int, newName string) error {
 			if err := unix.Renameat2(oldfd, oldName, newfd, newName, flags); err != nil {
 				return &fs.PathError{Op: "rename", Path: oldRel, Err: err}
 			}
@@ -229,9 +202,9 @@ func (s *Server) renameAt(oldRel, newRel string, noReplace bool) error {
 func (s *Server) utimes(rel string, atime, mtime int64) error {
 	ts := []unix.Timespec{unix.NsecToTimespec(atime), unix.NsecToTimespec(mtime)}
 	if rel == "" {
-		return s.withDir("", func(fd int, _ string) error { return unix.UtimesNanoAt(fd, ".", ts, 0) })
+		return s.tree.at("", func(fd int, _ string) error { return unix.UtimesNanoAt(fd, ".", ts, 0) })
 	}
-	return s.withDir(rel, func(fd int, name string) error {
+	return s.tree.at(rel, func(fd int, name string) error {
 		if err := unix.UtimesNanoAt(fd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return &fs.PathError{Op: "utimes", Path: rel, Err: err}
 		}

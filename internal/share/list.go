@@ -37,7 +37,7 @@ func (s *Server) list(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	t, err := s.allow(req, r.Tok, r.Path, auth.List)
+	t, rel, err := s.reach(req, r.Tok, r.Path, true, auth.List)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -51,10 +51,10 @@ func (s *Server) list(req *rpc.Request) (rpc.Reply, error) {
 			return t.RightsAt(rel).Has(auth.Read) && !s.inv.delegated(rel)
 		}}
 	}
-	resp, err := s.readDir(r.Path, ld)
+	resp, err := s.readDir(rel, ld)
 	if err != nil {
 		release()
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	if ld == nil || len(ld.buf) == 0 {
 		release()

@@ -75,8 +75,22 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "share %s does not serve %s requests", s.cfg.Name, req.Op)
 }
 
-// allow checks that tok is valid, covers rel and grants need there.
-func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Rights) (*auth.Token, error) {
+// reach resolves the path a client named (see tree.resolve; its last
+// component too if follow) and checks that tok grants need on the path
+// reached, which it returns: rights are decided on the object, however it
+// was named.
+func (s *Server) reach(req *rpc.Request, tok uint32, named string, follow bool, need auth.Rights) (*auth.Token, string, error) {
+	rel, err := s.resolve(named, follow)
+	if err != nil {
+		return nil, "", err
+	}
+	t, err := s.allowReached(req, tok, named, rel, need)
+	return t, rel, err
+}
+
+// allowReached is allow on rel, reached from the path named: a refusal
+// says where a symlink led.
+func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, need auth.Rights) (*auth.Token, error) {
 	if _, err := auth.CleanRel(rel); err != nil {
 		return nil, &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
 	}
@@ -84,8 +98,13 @@ func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Right
 	if err != nil {
 		return nil, err
 	}
+	where, paths := "/"+rel, []string{rel}
+	if rel != named {
+		where += ", where the symlink on /" + named + " leads"
+		paths = append(paths, named)
+	}
 	if !t.Covers(rel) {
-		return nil, &wire.Error{Code: wire.CodeAccess, Message: "/" + rel + " is outside the part of share " + s.cfg.Name + " your token covers"}
+		return nil, &wire.Error{Code: wire.CodeAccess, Paths: paths, Message: where + " is outside the part of share " + s.cfg.Name + " your token covers"}
 	}
 	have := t.RightsAt(rel)
 	if !have.Has(need) {
@@ -93,7 +112,8 @@ func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Right
 		return nil, &wire.Error{
 			Code:    wire.CodeAccess,
 			Missing: missing.String(),
-			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on this path; ask an administrator of the domain (pando acl set)",
+			Paths:   paths,
+			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on " + where + "; ask an administrator of the domain (pando acl set)",
 		}
 	}
 	// Whatever the session learns of rel from here on is under a read
@@ -101,6 +121,20 @@ func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Right
 	// other agent's write delegation on it is returned.
 	s.touch(req, rel, firstBlock)
 	return t, nil
+}
+
+// resolve checks that a client's path is clean and returns what it reaches.
+func (s *Server) resolve(named string, follow bool) (string, error) {
+	if _, err := auth.CleanRel(named); err != nil {
+		return "", &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
+	}
+	return s.tree.resolve(named, follow)
+}
+
+// allow checks that tok is valid, covers rel (a resolved path: see reach)
+// and grants need there.
+func (s *Server) allow(req *rpc.Request, tok uint32, rel string, need auth.Rights) (*auth.Token, error) {
+	return s.allowReached(req, tok, rel, rel, need)
 }
 
 func (s *Server) pathOp(req *rpc.Request) (rpc.Reply, error) {
@@ -112,29 +146,29 @@ func (s *Server) pathOp(req *rpc.Request) (rpc.Reply, error) {
 		wire.OpGetAttr: auth.List, wire.OpReadlink: auth.List, wire.OpStatFS: auth.List,
 		wire.OpUnlink: auth.Delete, wire.OpRmdir: auth.Delete,
 	}[req.Op]
-	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
+	_, rel, err := s.reach(req, r.Tok, r.Path, req.Op == wire.OpStatFS, need)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	var msg any
-	var err error
 	switch req.Op {
 	case wire.OpGetAttr:
 		var a wire.Attr
-		a, err = s.lstat(r.Path)
+		a, err = s.lstat(rel)
 		msg = wire.AttrResp{Attr: a}
 	case wire.OpReadlink:
 		var target string
-		target, err = s.root.Readlink(osName(r.Path))
+		target, err = s.tree.readlink(rel)
 		msg = wire.ReadlinkResp{Target: target}
 	case wire.OpStatFS:
 		msg, err = s.statfs()
 	case wire.OpUnlink, wire.OpRmdir:
-		if err = s.remove(req.Op, r.Path); err == nil {
-			s.changed(req, r.Path, parentOf(r.Path))
+		if err = s.remove(req.Op, rel); err == nil {
+			s.changed(req, rel, parentOf(rel))
 		}
 	}
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	return rpc.Reply{Msg: msg}, nil
 }
@@ -154,7 +188,7 @@ func (s *Server) remove(op wire.Op, rel string) error {
 	if op == wire.OpRmdir && !isDir {
 		return syscall.ENOTDIR
 	}
-	return s.root.Remove(rel)
+	return s.tree.remove(rel, isDir)
 }
 
 func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
@@ -162,10 +196,15 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if r.Path == "" {
+	rel, err := s.resolve(r.Path, r.Flags&wire.OpenFollow != 0)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if rel == "" {
 		return rpc.Reply{}, wire.Errorf(wire.CodeIsDir, "the root of share %s is a directory", s.cfg.Name)
 	}
 	var need auth.Rights
+	created := false
 	if r.Flags&wire.OpenRead != 0 || r.Flags&(wire.OpenWrite|wire.OpenAppend) == 0 {
 		need |= auth.Read
 	}
@@ -191,52 +230,50 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 			osFlags |= os.O_EXCL
 		}
 		// Creating needs insert; opening an existing file for writing needs write.
-		if _, err := s.lstat(r.Path); err != nil {
+		if _, err := s.lstat(rel); err != nil {
 			need = (need &^ auth.Write) | auth.Insert
+			created = true
 		} else if r.Flags&wire.OpenExcl != 0 {
-			return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
+			return rpc.Reply{}, toWire(req.Op, rel, fs.ErrExist)
 		}
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
+	if _, err := s.allowReached(req, r.Tok, r.Path, rel, need); err != nil {
 		return rpc.Reply{}, err
 	}
 	id := invSessionOf(req)
 	if r.Flags&wire.OpenTrunc != 0 && s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(id, r.Path, wire.ByteRange{}, true)
+		s.inv.awaitDeleg(id, rel, wire.ByteRange{}, true)
 	}
-	// Opening names a file, never a symlink: clients resolve links
-	// themselves, and a name that became a link since is refused.
-	if r.Flags&wire.OpenFollow == 0 {
-		if a, err := s.lstat(r.Path); err == nil && a.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-			return rpc.Reply{}, toWire(req.Op, r.Path, syscall.ELOOP)
+	// Opening names a file, never a symlink: the mount's kernel resolves
+	// links itself, the CLI asks the share to (OpenFollow, resolved above),
+	// and a name that became a link since is refused (O_NOFOLLOW: ELOOP).
+	f, err := s.tree.openFile(rel, osFlags, s.safeMode(r.Mode))
+	if err == nil && created {
+		if err = s.own(rel, r.Mode); err != nil {
+			f.Close()
 		}
-		osFlags |= syscall.O_NOFOLLOW
 	}
-	f, err := s.root.OpenFile(r.Path, osFlags, fs.FileMode(r.Mode&0o7777))
 	if err != nil {
-		if a, lerr := s.lstat(r.Path); lerr == nil && a.Mode&syscall.S_IFMT == syscall.S_IFLNK && r.Flags&wire.OpenFollow == 0 {
-			err = syscall.ELOOP
-		}
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	a, err := fileAttr(f)
 	if err != nil {
 		f.Close()
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR && osFlags&(os.O_WRONLY|os.O_RDWR) != 0 {
 		f.Close()
-		return rpc.Reply{}, toWire(req.Op, r.Path, syscall.EISDIR)
+		return rpc.Reply{}, toWire(req.Op, rel, syscall.EISDIR)
 	}
 	if req.Op == wire.OpCreate || r.Flags&wire.OpenTrunc != 0 {
-		s.changed(req, r.Path, parentOf(r.Path))
+		s.changed(req, rel, parentOf(rel))
 	}
 	writing := osFlags&(os.O_WRONLY|os.O_RDWR) != 0
-	hid := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), session: id, conn: req.Conn, rel: r.Path, flags: r.Flags,
+	hid := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), session: id, conn: req.Conn, rel: rel, flags: r.Flags,
 		writing: writing})
 	deleg := false
 	if r.Flags&wire.OpenDeleg != 0 && writing && id != "" && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		deleg = s.grantWrite(req, id, r.Path, r.Flags&wire.OpenReclaim != 0)
+		deleg = s.grantWrite(req, id, rel, r.Flags&wire.OpenReclaim != 0)
 	}
 	resp := wire.OpenResp{Handle: hid, Attr: a, Deleg: deleg}
 	if r.First == 0 || osFlags&os.O_WRONLY != 0 || a.Mode&syscall.S_IFMT != syscall.S_IFREG {
@@ -245,7 +282,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	// The file's first bytes with the open, read as read reads them.
 	n := min(r.First, wire.MaxData)
 	if s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(id, r.Path, wire.ByteRange{Len: int64(n)}, false)
+		s.inv.awaitDeleg(id, rel, wire.ByteRange{Len: int64(n)}, false)
 	}
 	buf, release := rpc.DataBuf(int(n))
 	k, sum, err := readSummed(f, buf, 0)
@@ -389,13 +426,13 @@ func (s *Server) truncate(req *rpc.Request) (rpc.Reply, error) {
 		}
 		f, rel = h.f, h.rel
 	} else {
-		if _, err := s.allow(req, r.Tok, r.Path, auth.Write); err != nil {
+		var err error
+		if _, rel, err = s.reach(req, r.Tok, r.Path, true, auth.Write); err != nil {
 			return rpc.Reply{}, err
 		}
-		var err error
-		f, err = s.root.OpenFile(osName(r.Path), os.O_WRONLY, 0)
+		f, err = s.tree.openFile(rel, os.O_WRONLY, 0)
 		if err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 		defer f.Close()
 	}
@@ -415,34 +452,39 @@ func (s *Server) twoPathOp(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
+	// A hard link is a second name for the same file, through which it is
+	// read and written: making one needs the rights that reading and
+	// writing the file need, not only seeing its name.
 	oldNeed := auth.Delete
 	if req.Op == wire.OpLink {
-		oldNeed = auth.List
+		oldNeed = auth.List | auth.Read | auth.Write
 	}
-	if _, err := s.allow(req, r.Tok, r.Old, oldNeed); err != nil {
+	_, oldRel, err := s.reach(req, r.Tok, r.Old, false, oldNeed)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.New, auth.Insert); err != nil {
+	_, newRel, err := s.reach(req, r.Tok, r.New, false, auth.Insert)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
-	if r.Old == "" || r.New == "" {
+	if oldRel == "" || newRel == "" {
 		return rpc.Reply{}, wire.Errorf(wire.CodeBusyRoot, "the root of a share cannot be renamed or linked")
 	}
 	if req.Op == wire.OpLink {
-		if err := s.root.Link(r.Old, r.New); err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.New, err)
+		if err := s.tree.link(oldRel, newRel); err != nil {
+			return rpc.Reply{}, toWire(req.Op, newRel, err)
 		}
-		s.changed(req, r.New, parentOf(r.New), r.Old)
-		a, err := s.lstat(r.New)
+		s.changed(req, newRel, parentOf(newRel), oldRel)
+		a, err := s.lstat(newRel)
 		if err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.New, err)
+			return rpc.Reply{}, toWire(req.Op, newRel, err)
 		}
 		return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
 	}
-	if err := s.renameAt(r.Old, r.New, r.NoReplace); err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Old, err)
+	if err := s.renameAt(oldRel, newRel, r.NoReplace); err != nil {
+		return rpc.Reply{}, toWire(req.Op, oldRel, err)
 	}
-	s.changed(req, r.Old, r.New, parentOf(r.Old), parentOf(r.New))
+	s.changed(req, oldRel, newRel, parentOf(oldRel), parentOf(newRel))
 	return rpc.Reply{}, nil
 }
 
@@ -451,7 +493,7 @@ func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	return s.newEntry(req, r.Tok, r.Path, func() error { return s.root.Mkdir(r.Path, fs.FileMode(r.Mode&0o7777)) })
+	return s.newEntry(req, r.Tok, r.Path, r.Mode, func(rel string) error { return s.tree.mkdir(rel, s.safeMode(r.Mode)) })
 }
 
 func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
@@ -462,19 +504,23 @@ func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
 	if len(r.Target) == 0 || len(r.Target) > 4096 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "symlink target must be 1 to 4096 bytes")
 	}
-	return s.newEntry(req, r.Tok, r.Path, func() error { return s.root.Symlink(r.Target, r.Path) })
+	return s.newEntry(req, r.Tok, r.Path, 0, func(rel string) error { return s.tree.symlink(r.Target, rel) })
 }
 
 // newEntry creates a directory entry with create, after checking the
 // insert right, and answers with its attributes.
-func (s *Server) newEntry(req *rpc.Request, tok uint32, rel string, create func() error) (rpc.Reply, error) {
-	if _, err := s.allow(req, tok, rel, auth.Insert); err != nil {
+func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode uint32, create func(rel string) error) (rpc.Reply, error) {
+	_, rel, err := s.reach(req, tok, named, false, auth.Insert)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	if rel == "" {
 		return rpc.Reply{}, toWire(req.Op, rel, fs.ErrExist)
 	}
-	if err := create(); err != nil {
+	if err := create(rel); err != nil {
+		return rpc.Reply{}, toWire(req.Op, rel, err)
+	}
+	if err := s.own(rel, mode); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	s.changed(req, rel, parentOf(rel))
@@ -486,19 +532,19 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Write); err != nil {
+	_, rel, err := s.reach(req, r.Tok, r.Path, true, auth.Write)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
-	name := osName(r.Path)
 	if r.Valid&wire.SetMode != 0 {
-		if err := s.root.Chmod(name, wire.FileMode(r.Mode&0o7777)); err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		if err := s.tree.chmod(rel, s.safeMode(r.Mode)); err != nil {
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 	}
 	if r.Valid&(wire.SetAtime|wire.SetMtime) != 0 {
-		cur, err := s.lstat(r.Path)
+		cur, err := s.lstat(rel)
 		if err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 		at, mt := time.Unix(0, cur.Atime), time.Unix(0, cur.Mtime)
 		if r.Valid&wire.SetAtime != 0 {
@@ -507,25 +553,25 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 		if r.Valid&wire.SetMtime != 0 {
 			mt = time.Unix(0, r.Mtime)
 		}
-		if err := s.utimes(r.Path, at.UnixNano(), mt.UnixNano()); err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		if err := s.utimes(rel, at.UnixNano(), mt.UnixNano()); err != nil {
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 	}
 	if r.Valid&wire.SetSize != 0 {
-		f, err := s.root.OpenFile(name, os.O_WRONLY, 0)
+		f, err := s.tree.openFile(rel, os.O_WRONLY, 0)
 		if err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 		err = f.Truncate(r.Size)
 		f.Close()
 		if err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 	}
-	s.changed(req, r.Path)
-	a, err := s.lstat(r.Path)
+	s.changed(req, rel)
+	a, err := s.lstat(rel)
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
 }

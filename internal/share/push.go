@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -89,15 +88,16 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Read); err != nil {
+	_, rel, err := s.reach(req, r.Tok, r.Path, true, auth.Read)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	if r.Block == 0 || r.Block > wire.MaxData || r.Offset < 0 || r.Length < 0 || r.Length > wire.MaxSumLength {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "push of %d bytes at %d in blocks of %d: out of bounds", r.Length, r.Offset, r.Block)
 	}
-	f, err := s.root.OpenFile(r.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := s.tree.openFile(rel, os.O_RDONLY, 0)
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	defer f.Close()
 	switch r.Protection {
@@ -113,15 +113,15 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 	if r.Whole {
 		a, err := fileAttr(f)
 		if err != nil {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 		if a.Size > int64(r.Block) {
-			return rpc.Reply{}, wire.Errorf(wire.CodeFileTooBig, "/%s: %d bytes do not fit in one block of %d; push it in ranges", r.Path, a.Size, r.Block)
+			return rpc.Reply{}, wire.Errorf(wire.CodeFileTooBig, "/%s: %d bytes do not fit in one block of %d; push it in ranges", rel, a.Size, r.Block)
 		}
 		buf := make([]byte, a.Size)
 		n, err := f.ReadAt(buf, 0)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return rpc.Reply{}, toWire(req.Op, r.Path, err)
+			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 		sum := wire.CRC(buf[:n])
 		if _, err := q.c.PutFile(ctx, r.DestPath, buf[:n], r.Mode, r.Mtime, sum); err != nil {
@@ -155,9 +155,9 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 				sums[i] = sum
 				return dst.WriteBlock(ctx, buf, off, sum)
 			case errors.Is(err, io.EOF):
-				return wire.Errorf(wire.CodeInvalid, "/%s shrank while being pushed (%d bytes at %d)", r.Path, n, off)
+				return wire.Errorf(wire.CodeInvalid, "/%s shrank while being pushed (%d bytes at %d)", rel, n, off)
 			}
-			return toWire(req.Op, r.Path, err)
+			return toWire(req.Op, rel, err)
 		})
 	}
 	if err := g.Wait(); err != nil {

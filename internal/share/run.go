@@ -33,6 +33,9 @@ type RunConfig struct {
 	Log         *slog.Logger
 	// Protection lists the data channel protections allowed (see Config).
 	Protection []string
+	// Owner and AllowSetID: see Config.
+	Owner      string
+	AllowSetID bool
 }
 
 // Running is a started share.
@@ -91,7 +94,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		ctrl.Close()
 		return nil, err
 	}
-	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root,
+	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
 		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
 		DelegFile: delegFileFor(rc.StateDir, rc.Name)})
 	if err != nil {

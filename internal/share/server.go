@@ -40,14 +40,20 @@ type Config struct {
 	// DelegFile lists the write delegations held, so that their holders
 	// can reclaim them after a restart ("": no list, no grace period).
 	DelegFile string
+	// Owner is the account ("USER[:GROUP]") that owns what clients create,
+	// for a share that runs as root ("": see ownerFor).
+	Owner string
+	// AllowSetID lets clients make setuid and setgid files.
+	AllowSetID bool
 }
 
 // Server serves one exported directory.
 type Server struct {
-	cfg  Config
-	root *os.Root
-	rpc  rpc.Server
-	log  *slog.Logger
+	cfg   Config
+	tree  *tree
+	owner *owner // who owns what clients create (nil: the share's account)
+	rpc   rpc.Server
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
@@ -87,19 +93,28 @@ type revocations struct {
 
 // New opens the root and prepares a server.
 func New(cfg Config) (*Server, error) {
-	root, err := os.OpenRoot(cfg.Root)
+	root, err := openTree(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("cannot export %s: %w", cfg.Root, err)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	own, warning, err := ownerFor(cfg.Owner, cfg.Root, os.Geteuid())
+	if err != nil {
+		root.close()
+		return nil, fmt.Errorf("share %s: %w", cfg.Name, err)
+	}
+	if warning != "" {
+		cfg.Log.Warn(warning, "share", cfg.Name)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	s := &Server{
 		cfg:     cfg,
-		root:    root,
+		tree:    root,
+		owner:   own,
 		log:     cfg.Log,
 		handles: make(map[uint64]*handle),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
@@ -133,7 +148,7 @@ func (s *Server) Close() error {
 		delete(s.handles, id)
 	}
 	s.mu.Unlock()
-	s.root.Close()
+	s.tree.close()
 	return err
 }
 

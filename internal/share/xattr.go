@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -28,25 +26,7 @@ import (
 
 // xattrFile runs fn on the xattr path of rel (see above), with its stat.
 func (s *Server) xattrFile(rel string, fn func(p string, fd int, st *unix.Stat_t) error) error {
-	return s.withDir(rel, func(dirfd int, name string) error {
-		if name == "" {
-			name = "." // the share's root
-		}
-		fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return &fs.PathError{Op: "open", Path: rel, Err: err}
-		}
-		defer unix.Close(fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return err
-		}
-		err = fn("/proc/self/fd/"+strconv.Itoa(fd), fd, &st)
-		if errors.Is(err, syscall.ENOENT) && unix.Access("/proc/self/fd", unix.F_OK) != nil {
-			return wire.Errorf(wire.CodeInternal, "share cannot reach extended attributes: /proc is not mounted on its machine")
-		}
-		return err
-	})
+	return s.tree.atPath(rel, true, fn)
 }
 
 // carriesXattrs reports whether a file of this mode can have user.* attributes.
@@ -63,11 +43,12 @@ func (s *Server) getXattr(req *rpc.Request) (rpc.Reply, error) {
 	if err := wire.CheckXattrName(r.Name); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Read); err != nil {
+	_, rel, err := s.reach(req, r.Tok, r.Path, false, auth.Read)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	var val []byte
-	err := s.xattrFile(r.Path, func(p string, _ int, st *unix.Stat_t) error {
+	err = s.xattrFile(rel, func(p string, _ int, st *unix.Stat_t) error {
 		if !carriesXattrs(st.Mode) {
 			return syscall.ENODATA
 		}
@@ -76,7 +57,7 @@ func (s *Server) getXattr(req *rpc.Request) (rpc.Reply, error) {
 		return err
 	})
 	if err != nil {
-		return rpc.Reply{}, xattrError(req.Op, r.Path, r.Name, err)
+		return rpc.Reply{}, xattrError(req.Op, rel, r.Name, err)
 	}
 	return rpc.Reply{Msg: wire.XattrResp{Value: val}}, nil
 }
@@ -107,11 +88,12 @@ func (s *Server) listXattr(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Read); err != nil {
+	_, rel, err := s.reach(req, r.Tok, r.Path, false, auth.Read)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	var names []string
-	err := s.xattrFile(r.Path, func(p string, _ int, st *unix.Stat_t) error {
+	err = s.xattrFile(rel, func(p string, _ int, st *unix.Stat_t) error {
 		if !carriesXattrs(st.Mode) {
 			return nil
 		}
@@ -120,7 +102,7 @@ func (s *Server) listXattr(req *rpc.Request) (rpc.Reply, error) {
 		return err
 	})
 	if err != nil {
-		return rpc.Reply{}, xattrError(req.Op, r.Path, "", err)
+		return rpc.Reply{}, xattrError(req.Op, rel, "", err)
 	}
 	return rpc.Reply{Msg: wire.ListXattrResp{Names: names}}, nil
 }
@@ -171,12 +153,13 @@ func (s *Server) removeXattr(req *rpc.Request) (rpc.Reply, error) {
 // changeXattr applies change to rel's attributes after checking the write
 // right, records the change (the file's ctime, its version, moved on) and
 // answers with the file's attributes.
-func (s *Server) changeXattr(req *rpc.Request, tok uint32, rel, name string, change func(p string) error) (rpc.Reply, error) {
-	if _, err := s.allow(req, tok, rel, auth.Write); err != nil {
+func (s *Server) changeXattr(req *rpc.Request, tok uint32, named, name string, change func(p string) error) (rpc.Reply, error) {
+	_, rel, err := s.reach(req, tok, named, false, auth.Write)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	var a wire.Attr
-	err := s.xattrFile(rel, func(p string, fd int, st *unix.Stat_t) error {
+	err = s.xattrFile(rel, func(p string, fd int, st *unix.Stat_t) error {
 		if !carriesXattrs(st.Mode) {
 			return wire.Errorf(wire.CodePerm, "%s /%s: only regular files and directories carry user extended attributes", req.Op, rel)
 		}

@@ -79,29 +79,30 @@ func (s *Server) getFile(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if r.Path == "" {
-		return rpc.Reply{}, wire.Errorf(wire.CodeIsDir, "the root of share %s is a directory", s.cfg.Name)
-	}
-	if _, err := s.allow(req, r.Tok, r.Path, auth.Read); err != nil {
+	_, rel, err := s.reach(req, r.Tok, r.Path, true, auth.Read)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
-	f, err := s.root.OpenFile(r.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if rel == "" {
+		return rpc.Reply{}, wire.Errorf(wire.CodeIsDir, "the root of share %s is a directory", s.cfg.Name)
+	}
+	f, err := s.tree.openFile(rel, os.O_RDONLY, 0)
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	defer f.Close()
 	a, err := fileAttr(f)
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return rpc.Reply{}, toWire(req.Op, r.Path, syscall.EISDIR)
+		return rpc.Reply{}, toWire(req.Op, rel, syscall.EISDIR)
 	}
 	max := int64(min(r.Max, wire.MaxData))
 	buf := make([]byte, min(a.Size, max))
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	// Whole only if nothing follows what was read (the file may have grown).
 	var probe [1]byte
@@ -114,26 +115,30 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if r.Path == "" {
+	rel, err := s.resolve(r.Path, true)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if rel == "" {
 		return rpc.Reply{}, wire.Errorf(wire.CodeIsDir, "the root of share %s is a directory", s.cfg.Name)
 	}
 	need := auth.Insert
-	if a, err := s.lstat(r.Path); err == nil {
+	if a, err := s.lstat(rel); err == nil {
 		if r.Excl {
-			return rpc.Reply{}, toWire(req.Op, r.Path, fs.ErrExist)
+			return rpc.Reply{}, toWire(req.Op, rel, fs.ErrExist)
 		}
 		if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
-			return rpc.Reply{}, toWire(req.Op, r.Path, syscall.EISDIR)
+			return rpc.Reply{}, toWire(req.Op, rel, syscall.EISDIR)
 		}
 		need = auth.Write
 	}
-	if _, err := s.allow(req, r.Tok, r.Path, need); err != nil {
+	if _, err := s.allowReached(req, r.Tok, r.Path, rel, need); err != nil {
 		return rpc.Reply{}, err
 	}
-	if err := checkSum(r.Path, req, r.Sum); err != nil {
+	if err := checkSum(rel, req, r.Sum); err != nil {
 		return rpc.Reply{}, err
 	}
-	dir, name := splitRel(r.Path)
+	dir, name := splitRel(rel)
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := ".pando-" + hex.EncodeToString(rnd[:])
@@ -143,14 +148,20 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	if dir != "" {
 		tmp = dir + "/" + tmp
 	}
-	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, wire.FileMode(r.Mode&0o7777))
+	f, err := s.tree.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.safeMode(r.Mode))
+	if err == nil {
+		if err = s.own(tmp, r.Mode); err != nil {
+			f.Close()
+			_ = s.tree.remove(tmp, false)
+		}
+	}
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	fail := func(err error) (rpc.Reply, error) {
 		f.Close()
-		_ = s.root.Remove(tmp)
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		_ = s.tree.remove(tmp, false)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	if _, err := f.Write(req.Data); err != nil {
 		return fail(err)
@@ -160,14 +171,14 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 			return fail(err)
 		}
 	}
-	if err := s.renameAt(tmp, r.Path, r.Excl); err != nil {
+	if err := s.renameAt(tmp, rel, r.Excl); err != nil {
 		return fail(err)
 	}
 	a, err := fileAttr(f)
 	f.Close()
 	if err != nil {
-		return rpc.Reply{}, toWire(req.Op, r.Path, err)
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
-	s.changed(req, r.Path, parentOf(r.Path))
+	s.changed(req, rel, parentOf(rel))
 	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
 }

@@ -59,6 +59,9 @@ type Error struct {
 	Message string `cbor:"2,keyasint"`
 	// Missing names the rights whose absence caused CodeAccess, if any.
 	Missing string `cbor:"3,keyasint,omitempty"`
+	// Paths lists the share-relative paths the message names (each as
+	// "/" + path), so that a client can show them as global paths.
+	Paths []string `cbor:"4,keyasint,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -1,0 +1,100 @@
+package share
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// No privilege from the grid (docs/security.md): a share never makes a
+// setuid or setgid file because a client asked, unless its operator allows
+// it, and a share that runs as root gives what it creates to an
+// unprivileged account, so that no client makes a root-owned file on the
+// share's host.
+
+// owner is the account that owns what a share running as root creates.
+type owner struct {
+	uid, gid int
+	name     string
+}
+
+// ownerFor decides who owns what the share creates: spec ("USER" or
+// "USER:GROUP", names or numbers) if given; otherwise, for a share that runs
+// as root, the owner of the exported directory, or nobody if that is root.
+// A share that does not run as root creates as its own account (nil).
+func ownerFor(spec, root string, euid int) (*owner, string, error) {
+	if spec != "" {
+		o, err := parseOwner(spec)
+		return o, "", err
+	}
+	if euid != 0 {
+		return nil, "", nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(root, &st); err != nil {
+		return nil, "", err
+	}
+	if st.Uid != 0 {
+		return &owner{uid: int(st.Uid), gid: int(st.Gid), name: strconv.Itoa(int(st.Uid))}, "", nil
+	}
+	o, err := parseOwner("nobody")
+	if err != nil {
+		o = &owner{uid: 65534, gid: 65534, name: "nobody"}
+	}
+	return o, fmt.Sprintf("the share runs as root and its directory %s belongs to root: files that clients create are given to %s; name their owner with --owner USER (--owner root to keep root)", root, o.name), nil
+}
+
+func parseOwner(spec string) (*owner, error) {
+	uname, gname, hasGroup := strings.Cut(spec, ":")
+	o := &owner{name: spec}
+	if u, err := user.Lookup(uname); err == nil {
+		o.uid, _ = strconv.Atoi(u.Uid)
+		o.gid, _ = strconv.Atoi(u.Gid)
+	} else if n, nerr := strconv.Atoi(uname); nerr == nil && n >= 0 {
+		o.uid, o.gid = n, n
+	} else {
+		return nil, fmt.Errorf("owner %q: no such user on this machine; give an existing user name or number", uname)
+	}
+	if hasGroup {
+		if g, err := user.LookupGroup(gname); err == nil {
+			o.gid, _ = strconv.Atoi(g.Gid)
+		} else if n, nerr := strconv.Atoi(gname); nerr == nil && n >= 0 {
+			o.gid = n
+		} else {
+			return nil, fmt.Errorf("owner %q: no such group on this machine; give an existing group name or number", spec)
+		}
+	}
+	return o, nil
+}
+
+// safeMode is the mode a client may give a file it creates or chmods: what
+// it asked, without setuid and setgid unless the operator allows them.
+func (s *Server) safeMode(mode uint32) uint32 {
+	mode &= 0o7777
+	if s.cfg.AllowSetID {
+		return mode
+	}
+	return mode &^ (syscall.S_ISUID | syscall.S_ISGID)
+}
+
+// own gives rel, just created with mode, to the share's owner account.
+func (s *Server) own(rel string, mode uint32) error {
+	if s.owner == nil {
+		return nil
+	}
+	return s.tree.atPath(rel, true, func(p string, fd int, st *unix.Stat_t) error {
+		if err := unix.Fchownat(fd, "", s.owner.uid, s.owner.gid, unix.AT_EMPTY_PATH); err != nil {
+			return &os.PathError{Op: "chown", Path: rel, Err: err}
+		}
+		// chown clears setuid and setgid; put back those allowed.
+		if set := st.Mode & s.safeMode(mode) & (syscall.S_ISUID | syscall.S_ISGID); set != 0 && st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+			return unix.Chmod(p, st.Mode&0o7777)
+		}
+		return nil
+	})
+}
