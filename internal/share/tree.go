@@ -55,10 +55,10 @@ var beneath = unix.OpenHow{
 // openDirFd opens the directory rel (resolved: no symlink in it) and
 // returns its descriptor.
 func (t *tree) openDirFd(rel string) (int, error) {
-	if rel == "" {
-		return unix.Dup(t.fd)
-	}
 	how := beneath
+	if rel == "" {
+		rel = "." // a descriptor of its own: a dup would share the listing offset
+	}
 	for {
 		fd, err := unix.Openat2(t.fd, rel, &how)
 		if err == unix.EINTR || err == unix.EAGAIN {

@@ -178,3 +178,17 @@ func TestNoSetIDFromClients(t *testing.T) {
 		}
 	}
 }
+
+// TestListRootAgain: every listing of the share's root lists it whole (a
+// descriptor shared between listings would start where the last ended).
+func TestListRootAgain(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "f"), nil, 0o644)
+	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	for i := 0; i < 3; i++ {
+		var l wire.ReadDirResp
+		if err := serveAs(t, s, sc, wire.OpReadDir, wire.ReadDirReq{Tok: 1, Path: ""}, &l); err != nil || len(l.Entries) != 1 {
+			t.Fatalf("listing %d of the root: %v, %d entries", i, err, len(l.Entries))
+		}
+	}
+}
