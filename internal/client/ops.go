@@ -160,14 +160,31 @@ func (c *Client) ReadDirData(ctx context.Context, gpath string, fileMax, budget 
 		}
 		return out, wire.Attr{}, nil, nil
 	}
+	// The listing comes in pages, each asked for after the last name of
+	// the one before (wire.ReadDirReq.After).
 	var resp wire.ReadDirResp
-	raw, _, err := c.call(ctx, loc, wire.OpReadDir, func(tok uint32) any {
-		return wire.ReadDirReq{Tok: tok, Path: loc.Rel, DataMax: fileMax, DataBudget: budget}
-	}, nil, &resp, nil, nil, false)
-	if err != nil {
-		return nil, wire.Attr{}, nil, named(err, loc)
+	var data map[string][]byte
+	for after := ""; ; {
+		var page wire.ReadDirResp
+		raw, _, err := c.call(ctx, loc, wire.OpReadDir, func(tok uint32) any {
+			return wire.ReadDirReq{Tok: tok, Path: loc.Rel, DataMax: fileMax, DataBudget: budget, After: after}
+		}, nil, &page, nil, nil, false)
+		if err != nil {
+			return nil, wire.Attr{}, nil, named(err, loc)
+		}
+		for name, b := range splitListData(page.Entries, raw, fileMax) {
+			if data == nil {
+				data = make(map[string][]byte)
+			}
+			data[name] = b
+		}
+		resp.Entries = append(resp.Entries, page.Entries...)
+		resp.Dir = page.Dir
+		if !page.More || len(page.Entries) == 0 || page.Entries[len(page.Entries)-1].Name <= after {
+			break
+		}
+		after = page.Entries[len(page.Entries)-1].Name
 	}
-	data := splitListData(resp.Entries, raw, fileMax)
 	// Mounts nested below this directory show as directories too.
 	kids, err := c.children(ctx, loc.Global)
 	if err == nil {

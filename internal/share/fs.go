@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -93,9 +94,10 @@ func splitRel(rel string) (dir, name string) {
 	return "", rel
 }
 
-// readDir lists rel with the attributes of every entry and, if ld is set,
-// the contents of the small files it takes (see listData.add).
-func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
+// readDir lists one page of rel: the names after after, in bytewise
+// order, at most max of them, with the attributes of every entry and, if
+// ld is set, the contents of the small files it takes (see listData.add).
+func (s *Server) readDir(rel, after string, max int, ld *listData) (wire.ReadDirResp, error) {
 	d, err := s.tree.openDir(rel)
 	if err != nil {
 		return wire.ReadDirResp{}, err
@@ -108,12 +110,20 @@ func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
 	if dirAttr.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return wire.ReadDirResp{}, &fs.PathError{Op: "readdir", Path: rel, Err: syscall.ENOTDIR}
 	}
-	names, err := d.Readdirnames(-1)
+	names, err := s.names.get(rel, dirAttr, d)
 	if err != nil {
 		return wire.ReadDirResp{}, err
 	}
-	resp := wire.ReadDirResp{Dir: dirAttr, Entries: make([]wire.DirEntry, 0, len(names))}
-	for _, n := range names {
+	if max <= 0 || max > wire.ReadDirPage {
+		max = wire.ReadDirPage
+	}
+	first, _ := slices.BinarySearch(names, after)
+	if after != "" && first < len(names) && names[first] == after {
+		first++
+	}
+	page := names[first:min(first+max, len(names))]
+	resp := wire.ReadDirResp{Dir: dirAttr, Entries: make([]wire.DirEntry, 0, len(page)), More: first+len(page) < len(names)}
+	for _, n := range page {
 		a, err := statAt(d, n)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -123,11 +133,7 @@ func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
 		}
 		e := wire.DirEntry{Name: n, Attr: a}
 		if ld != nil {
-			kid := n
-			if rel != "" {
-				kid = rel + "/" + n
-			}
-			e.Data = ld.add(d, n, kid, a)
+			e.Data = ld.add(d, n, joinRel(rel, n), a)
 		}
 		resp.Entries = append(resp.Entries, e)
 	}

@@ -51,7 +51,7 @@ func (s *Server) list(req *rpc.Request) (rpc.Reply, error) {
 			return t.RightsAt(rel).Has(auth.Read) && !s.inv.delegated(rel)
 		}}
 	}
-	resp, err := s.readDir(rel, ld)
+	resp, err := s.readDir(rel, r.After, int(r.Max), ld)
 	if err != nil {
 		release()
 		return rpc.Reply{}, toWire(req.Op, rel, err)

@@ -63,6 +63,8 @@ type Server struct {
 	peers   peers // delegated clients for third-party pushes
 	tickets map[string]*ticket
 
+	names dirNames // sorted names of large directories listed in pages
+
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
 

@@ -229,6 +229,12 @@ type ReadDirReq struct {
 	Path       string `cbor:"2,keyasint"`
 	DataMax    uint32 `cbor:"3,keyasint,omitempty"`
 	DataBudget uint32 `cbor:"4,keyasint,omitempty"`
+	// After asks for the names that sort (bytewise) after this one: the
+	// last name of the page before. A name is a cookie that stays valid
+	// while the directory changes.
+	After string `cbor:"5,keyasint,omitempty"`
+	// Max bounds the entries of the page (0: the share's page size).
+	Max uint32 `cbor:"6,keyasint,omitempty"`
 }
 
 // DirEntry is one name in a directory listing, with its attributes so that a
@@ -244,9 +250,16 @@ type DirEntry struct {
 
 // ReadDirResp lists a directory.
 type ReadDirResp struct {
-	Entries []DirEntry `cbor:"1,keyasint"`
+	Entries []DirEntry `cbor:"1,keyasint"` // in bytewise order of Name
 	Dir     Attr       `cbor:"2,keyasint"`
+	// More says that names after the last entry follow: ask again with
+	// After set to it.
+	More bool `cbor:"3,keyasint,omitempty"`
 }
+
+// ReadDirPage is the most entries a share puts in one page of a listing:
+// with names of 255 bytes, well under MaxMeta.
+const ReadDirPage = 2048
 
 // Open flags, a portable subset of open(2).
 const (
