@@ -186,8 +186,9 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 	case refused:
 		// Never sent again: dropped, and the delegation given back
 		// (nothing is kept back under it any more).
-		v.refuse(ctx, d.key, d.g, nil, err)
 		d.returning, giveUp = true, true
+		v.dropDeleg(d)
+		v.refuse(ctx, d.key, d.g, nil, err)
 	case err != nil:
 		v.log.Warn("cannot send data kept back under a write delegation; it stays in the cache", "path", d.g, "err", err)
 		if !giveUp {

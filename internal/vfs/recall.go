@@ -156,8 +156,8 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	if wire.Permanent(err) {
 		// Refused for good: nothing to send, now or later. The other
 		// agent goes ahead with the share's version.
-		v.refuse(ctx, d.key, d.g, nil, err)
 		v.dropDeleg(d)
+		v.refuse(ctx, d.key, d.g, nil, err)
 		d.mu.Unlock()
 		_ = v.c.DelegReturn(ctx, d.g, nil, true)
 		v.invalidate(d.g)

@@ -23,7 +23,6 @@ import (
 // refused (err). base is what the share last said of the file, if known:
 // used when the share cannot be asked now (the credential was revoked).
 func (v *FS) refuse(ctx context.Context, key, p string, base *wire.Attr, err error) {
-	v.refusals.Add(1)
 	if !v.cache.Pinned(key) {
 		// Nobody has it open: the next open fetches it as new.
 		v.cache.Drop(key)
@@ -52,6 +51,7 @@ func (v *FS) refuse(ctx context.Context, key, p string, base *wire.Attr, err err
 	// write that is being served.
 	go v.notifyKernel(p)
 	v.log.Warn("the share refused written data; it is dropped and the file is the share's version again", "path", p, "err", err)
+	v.refusals.Add(1) // last: who sees it sees the rest done
 }
 
 // Refusals counts the files whose written data the agent dropped because
