@@ -257,3 +257,64 @@ func TestReplayDropsRefusedData(t *testing.T) {
 		t.Fatalf("the share's file changed: %q", got)
 	}
 }
+
+// TestRevokedAtCloseDropsData: a user revoked between their write and
+// their close gets an error at close; the data leaves the cache as soon
+// as the share's refusal is known (a revoked credential is refused for
+// good): at that close, or, when the share only cut the connection, at
+// the first replay, which meets the refusal when it connects again.
+func TestRevokedAtCloseDropsData(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	if err := os.WriteFile(filepath.Join(root, "f"), original, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := userFS(t, d, "carol", "write", Options{})
+	ctx := context.Background()
+	const p = "/uva/alpha/f"
+	h, err := v.Open(ctx, p, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Write(ctx, []byte("WRITTEN BEFORE THE REVOCATION"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Client(d.Admin).UserRevoke(ctx, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	// The share learns of the revocation on its own: wait until it
+	// refuses carol.
+	for t0 := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		_, err := v.c.Stat(ctx, p)
+		if wire.Permanent(err) {
+			break
+		}
+		if time.Since(t0) > 30*time.Second {
+			t.Fatalf("the share still serves carol after her revocation: %v", err)
+		}
+	}
+	err = h.Flush(ctx)
+	if err == nil {
+		t.Fatal("close after the revocation succeeded")
+	}
+	t.Logf("close after the revocation: %v", err)
+	h.Release(ctx)
+	log := slog.New(slog.DiscardHandler)
+	if len(v.cache.DirtyKeys()) > 0 {
+		// The close met the share handle its cut connection took along
+		// (a passing failure); the replay meets the refusal.
+		if r := v.Replay(ctx, log); r.Refused != 1 || r.Waiting != 0 {
+			t.Fatalf("replay of a revoked user's data: %+v", r)
+		}
+	}
+	nothingDirty(t, v, "after the refusal")
+	if n := v.Refusals(); n != 1 {
+		t.Errorf("%d refusals counted", n)
+	}
+	if r := v.Replay(ctx, log); r != (ReplayResult{}) {
+		t.Errorf("a replay after the refusal found work: %+v", r)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); !bytes.Equal(got, original) {
+		t.Fatalf("the share's file changed: %q", got)
+	}
+}
