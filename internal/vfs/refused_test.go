@@ -318,3 +318,48 @@ func TestRevokedAtCloseDropsData(t *testing.T) {
 		t.Fatalf("the share's file changed: %q", got)
 	}
 }
+
+// TestReaderCloseDropsRefusedData: unsent data that an earlier close left
+// goes with the next close of the file, a reader's too; refused, it is
+// dropped, and the reader's close, which wrote nothing, does not fail.
+func TestReaderCloseDropsRefusedData(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	if err := os.WriteFile(filepath.Join(root, "f"), original, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := userFS(t, d, "bob", "read", Options{})
+	ctx := context.Background()
+	const p = "/uva/alpha/f"
+	a, err := v.GetAttr(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := v.Key(ctx, p, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.cache.Validate(key, a.Version, a.Size, p)
+	if err := v.cache.WriteAt(ctx, key, []byte("REFUSED"), 4, func(ctx context.Context, b []byte, off int64) (int, error) {
+		return copy(b, original[off:]), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := v.Open(ctx, p, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("a reader's close: %v", err)
+	}
+	nothingDirty(t, v, "after the reader's close")
+	if n := v.Refusals(); n != 1 {
+		t.Errorf("%d refusals counted", n)
+	}
+	if got := readAll(t, v, p); !bytes.Equal(got, original) {
+		t.Fatalf("read after the refusal: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); !bytes.Equal(got, original) {
+		t.Fatalf("the share's file changed: %q", got)
+	}
+}
