@@ -182,6 +182,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
 			}
+			if st.Refused > 0 {
+				fmt.Fprintf(w, "refused: %d files had written data their share refused (rights, quota...); dropped, never sent again\n", st.Refused)
+			}
 			if st.Conflicts > 0 {
 				fmt.Fprintf(w, "conflicts: %d (changed at their share while this agent held unsent data)\n", st.Conflicts)
 				for _, c := range st.ConflictList {

@@ -183,6 +183,9 @@ type Stats struct {
 	// version was kept.
 	Conflicts    int            `json:"conflicts"`
 	ConflictList []vfs.Conflict `json:"conflict_list,omitempty"`
+	// Refused counts files whose written data the share refused for good
+	// (rights, quota...): dropped from the cache, never sent again.
+	Refused uint64 `json:"refused"`
 }
 
 // Stats returns the agent's counters.
@@ -204,7 +207,8 @@ func (a *Agent) Stats() Stats {
 	conflicts := a.v.Conflicts()
 	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
-		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts}
+		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts,
+		Refused: a.v.Refusals()}
 }
 
 func (a *Agent) serveControl() error {

@@ -119,3 +119,27 @@ func subtract(rs []Range, d Range) []Range {
 	}
 	return out
 }
+
+// Revert throws away the dirty data of key, which its share refused for
+// good, and every block cached with it: the file is the share's again, at
+// version and size (what the share last said of it), and its bytes are
+// fetched anew when read. The index records it at once, so that an agent
+// stopped from here on does not find the refused data again.
+func (c *Cache) Revert(key string, version uint64, size int64) error {
+	c.mu.Lock()
+	we := c.get(key)
+	c.mu.Unlock()
+	// Not while a write is between its read and its put of a block.
+	we.wmu.Lock()
+	defer we.wmu.Unlock()
+	c.mu.Lock()
+	e := c.get(key)
+	e.mu.Lock()
+	e.rec.Dirty = nil
+	c.dropBlocksLocked(e, 0)
+	e.rec.Version, e.rec.Size = version, size
+	e.mu.Unlock()
+	c.touch(key)
+	c.mu.Unlock()
+	return c.PersistIndex()
+}

@@ -189,7 +189,7 @@ func (c *Client) ControllerCall(ctx context.Context, op wire.Op, req, resp any) 
 		}
 		c.count(op)
 		_, err = conn.Call(ctx, op, req, nil, resp, nil)
-		if err != nil && errors.Is(err, rpc.ErrBroken) && op.Idempotent() && attempt == 0 {
+		if wire.FateOf(err) == wire.Transient && errors.Is(err, rpc.ErrBroken) && op.Idempotent() && attempt == 0 {
 			continue
 		}
 		return explain(err)

@@ -6,9 +6,11 @@
 //
 // Contract:
 //   - Every call has a deadline (the context's, or rpc.DefaultTimeout).
-//   - Idempotent operations are retried once on a broken connection; every
-//     operation is retried once after its token expired or was revoked
-//     (the share had not acted on it). Nothing else is retried.
+//   - What is retried is decided by wire.FateOf, as everywhere: idempotent
+//     operations are retried once on a broken connection; every operation
+//     is sent again with a fresh token after its token expired or was
+//     revoked (the share had not acted on it), up to three times; refusals
+//     (rights, quota...) are never sent again. Nothing else is retried.
 //   - Errors from shares are *wire.Error values: errors.Is works with
 //     fs.ErrNotExist, fs.ErrPermission and syscall errnos.
 package client

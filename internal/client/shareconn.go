@@ -304,11 +304,13 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 				return out, conn, nil
 			}
 		}
-		switch wire.CodeOf(err) {
-		case wire.CodeTokenExpired, wire.CodeTokenRevoked, wire.CodeNoToken:
+		switch wire.FateOf(err) {
+		case wire.Renew:
 			// The share did not act on the request: renew and go again.
 			force = true
 			continue
+		case wire.Refused:
+			return nil, conn, err // never sent again
 		}
 		if errors.Is(err, rpc.ErrBroken) && channel == nil && op.Idempotent() && attempt == 0 {
 			continue

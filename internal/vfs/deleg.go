@@ -181,7 +181,15 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 		}
 	}
 	err := v.writeRanges(ctx, d, v.cache.Dirty(d.key), nil)
-	if err != nil {
+	refused := wire.Permanent(err)
+	switch {
+	case refused:
+		// Never sent again: dropped, and the delegation given back
+		// (nothing is kept back under it any more).
+		d.returning, giveUp = true, true
+		v.dropDeleg(d)
+		v.refuse(ctx, d.key, d.g, nil, err)
+	case err != nil:
 		v.log.Warn("cannot send data kept back under a write delegation; it stays in the cache", "path", d.g, "err", err)
 		if !giveUp {
 			v.sendLater(d)
@@ -189,8 +197,10 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 	}
 	if giveUp {
 		v.dropDeleg(d)
-		if err == nil {
-			err = v.c.DelegReturn(ctx, d.g, nil, true)
+		if err == nil || refused {
+			if rerr := v.c.DelegReturn(ctx, d.g, nil, true); err == nil {
+				err = rerr
+			}
 		}
 	}
 	return err

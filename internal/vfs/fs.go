@@ -51,6 +51,7 @@ type FS struct {
 	recalls       atomic.Uint64
 	listFilled    atomic.Uint64 // files cached from the contents listings brought
 	lost          atomic.Uint64 // delegations lost with data kept back
+	refusals      atomic.Uint64 // files whose refused data was dropped (see refuse)
 	quit          chan struct{}
 	log           *slog.Logger
 	// notify, if set, tells the kernel to forget a path (set by the edge).

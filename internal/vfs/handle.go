@@ -26,23 +26,24 @@ type Handle struct {
 	// is still valid (the file did not change since it was last open).
 	KeepCache bool
 
-	openMu  sync.Mutex // held while a share handle is opened
-	mu      sync.Mutex
-	remote  *client.File // opened on first need
-	reader  *client.File // a second, read-only handle when remote cannot read
-	rflags  uint32
-	dirty   bool
-	lastEnd int64               // end of the last read, to detect sequential access
-	ahead   int64               // first block not yet asked for by read-ahead
-	raBusy  int                 // read-ahead fetches under way
-	est     client.PathEstimate // the path to the share, from this handle's fetches
-	ra      sync.WaitGroup      // read-ahead under way
-	opening chan struct{}       // closed when the share handle opened at Open is ready
-	attr    wire.Attr           // the file's attributes when it was opened
-	own     atomic.Uint64       // the newest version this handle's writes made
-	closed  bool
-	err     error  // a failed write-back, reported at flush
-	backing uint64 // the cache data file the kernel reads directly, if any
+	openMu   sync.Mutex // held while a share handle is opened
+	mu       sync.Mutex
+	remote   *client.File // opened on first need
+	reader   *client.File // a second, read-only handle when remote cannot read
+	rflags   uint32
+	dirty    bool
+	lastEnd  int64               // end of the last read, to detect sequential access
+	ahead    int64               // first block not yet asked for by read-ahead
+	raBusy   int                 // read-ahead fetches under way
+	est      client.PathEstimate // the path to the share, from this handle's fetches
+	ra       sync.WaitGroup      // read-ahead under way
+	opening  chan struct{}       // closed when the share handle opened at Open is ready
+	attr     wire.Attr           // the file's attributes when it was opened
+	own      atomic.Uint64       // the newest version this handle's writes made
+	closed   bool
+	err      error  // a failed write-back, reported at flush
+	writeErr error  // why the share refused to open the file for writing, for good
+	backing  uint64 // the cache data file the kernel reads directly, if any
 	// locks taken through the share handle (see Lock)
 	posixLocks, flocks bool
 	wrote              atomic.Int64 // when this handle last wrote (unix ns)
@@ -325,6 +326,9 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}
+	if err := h.writable(ctx); err != nil {
+		return 0, err
+	}
 	if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
 		return 0, err
 	}
@@ -357,6 +361,19 @@ func (h *Handle) Flush(ctx context.Context) error {
 		return nil
 	}
 	if err := h.v.writeBack(ctx, h.key, h.path, h); err != nil {
+		if wire.Permanent(err) {
+			// Refused for good: the data is gone from the cache (see
+			// refuse), and so is anything for a later close to send.
+			h.mu.Lock()
+			h.dirty = false
+			h.mu.Unlock()
+			if !wantsWrite(h.flags) {
+				// Not this reader's data (an earlier close left it):
+				// the agent logged the refusal; the reader's close
+				// has nothing to fail for.
+				return nil
+			}
+		}
 		return err
 	}
 	h.mu.Lock()

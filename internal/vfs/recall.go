@@ -153,6 +153,16 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 		}
 		return v.c.DelegReturn(ctx, d.g, pending, len(rest) == 0)
 	})
+	if wire.Permanent(err) {
+		// Refused for good: nothing to send, now or later. The other
+		// agent goes ahead with the share's version.
+		v.dropDeleg(d)
+		v.refuse(ctx, d.key, d.g, nil, err)
+		d.mu.Unlock()
+		_ = v.c.DelegReturn(ctx, d.g, nil, true)
+		v.invalidate(d.g)
+		return
+	}
 	if err != nil {
 		// Kept, with its data: the share sends the recall again, or
 		// (restarted) lets this agent reclaim it.
@@ -242,6 +252,16 @@ func (v *FS) reclaim(d *wdeleg) {
 	case err == nil && (f.Attr().Version == base || !dirty):
 		v.log.Debug("write delegation not reclaimed; sending its data", "path", d.g)
 		_ = v.sendBack(d, true)
+	case wire.Permanent(err):
+		// The share will not take this agent's writes to the file any
+		// more: what was kept back goes (see refuse).
+		d.mu.Lock()
+		d.returning = true
+		d.mu.Unlock()
+		v.dropDeleg(d)
+		if dirty {
+			v.refuse(ctx, d.key, d.g, nil, err)
+		}
 	default:
 		d.mu.Lock()
 		d.returning = true

@@ -95,6 +95,18 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 		// Write without read permission on the file itself.
 		flags = wire.OpenWrite
 		f, err = h.v.c.Open(ctx, h.path, h.v.openFlags(h.path, flags))
+		if wire.Permanent(err) {
+			// Writing is refused for good: writes through this handle
+			// fail from now on (see writable); reads go on through a
+			// handle that only reads.
+			h.mu.Lock()
+			h.writeErr = err
+			h.mu.Unlock()
+			if !write {
+				flags = wire.OpenRead
+				f, err = h.v.c.Open(ctx, h.path, flags)
+			}
+		}
 	}
 	if err != nil {
 		return nil, err

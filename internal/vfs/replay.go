@@ -67,7 +67,8 @@ type ReplayResult struct {
 	Sent      int // sent to the share
 	Clean     int // already at the share
 	Conflicts int // kept beside the changed file, or reported
-	Waiting   int // the share could not be reached or refused; retried
+	Refused   int // refused by the share for good: dropped (see refuse)
+	Waiting   int // the share could not be reached; retried
 }
 
 type replayState struct {
@@ -270,6 +271,14 @@ func (v *FS) Replay(ctx context.Context, log *slog.Logger) ReplayResult {
 		case errors.Is(err, errConflict):
 			v.unwarn(e.Key)
 			r.Conflicts++
+		case wire.Permanent(err):
+			// Never sent again. A refused write-back has dropped the
+			// data already; a refused look-up or open has not.
+			v.unwarn(e.Key)
+			if len(v.cache.Dirty(e.Key)) > 0 {
+				v.refuse(ctx, e.Key, e.Name, nil, err)
+			}
+			r.Refused++
 		default:
 			r.Waiting++
 			if v.warnOnce(e.Key) {
@@ -315,7 +324,14 @@ func (v *FS) reconcileAtOpen(ctx context.Context, key, p string, a wire.Attr) {
 	// p names this very file (key comes from its attributes), whatever
 	// name the cache last saw it under.
 	ctx = context.WithValue(ctx, replayingKey{}, true)
-	if err := v.replayOne(ctx, v.log, key, p); err != nil && !errors.Is(err, errAlreadySent) && !errors.Is(err, errConflict) {
+	err := v.replayOne(ctx, v.log, key, p)
+	switch {
+	case err == nil, errors.Is(err, errAlreadySent), errors.Is(err, errConflict):
+	case wire.Permanent(err):
+		if len(v.cache.Dirty(key)) > 0 {
+			v.refuse(ctx, key, p, nil, err)
+		}
+	default:
 		v.log.Warn("unsent data of a file being opened waits for its share", "path", p, "err", err)
 	}
 }
@@ -455,7 +471,10 @@ func (v *FS) keepBeside(ctx context.Context, log *slog.Logger, key, name string,
 		mode = pa.Mode & 0o777
 	}
 	kept, partial, err := v.writeLocalVersion(ctx, key, name, mode)
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOSPC) {
+	if wire.Permanent(err) || wire.CodeOf(err) == wire.CodeNoSpace {
+		// The data was this agent's to send when it was written, and
+		// conflicts with another version now: it is kept, not dropped
+		// as a write refused outright would be, and tried again slowly.
 		c.Reason = "the copy could not be written (" + err.Error() + "); the data stays in the cache (pando cache ls)"
 		return v.report(log, key, c, err)
 	}

@@ -23,7 +23,11 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	fault.Crash("vfs.writeback.before-send")
 	f, err := h.remoteFile(ctx, true)
 	if err != nil {
-		return fmt.Errorf("writing %s back to its share: %w", p, err)
+		err = fmt.Errorf("writing %s back to its share: %w", p, err)
+		if wire.Permanent(err) {
+			v.refuse(ctx, key, p, &h.attr, err)
+		}
+		return err
 	}
 	_, size, _ := v.cache.Version(key)
 	d := v.dropCount()
@@ -32,6 +36,10 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	// agent's (see sent).
 	a, err := v.sendRanges(ctx, key, p, f, ranges, size, h.fetch, func() { v.sent(key, f) })
 	if err != nil {
+		if wire.Permanent(err) {
+			base := f.Attr()
+			v.refuse(ctx, key, p, &base, err)
+		}
 		return err
 	}
 	fault.Crash("vfs.writeback.before-markclean")
