@@ -427,7 +427,7 @@ func (s *Server) truncate(req *rpc.Request) (rpc.Reply, error) {
 		f, rel = h.f, h.rel
 	} else {
 		var err error
-		if _, rel, err = s.reach(req, r.Tok, r.Path, true, auth.Write); err != nil {
+		if _, rel, err = s.reach(req, r.Tok, r.Path, false, auth.Write); err != nil {
 			return rpc.Reply{}, err
 		}
 		f, err = s.tree.openFile(rel, os.O_WRONLY, 0)
@@ -532,7 +532,10 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	_, rel, err := s.reach(req, r.Tok, r.Path, true, auth.Write)
+	// The mount names the object itself (its kernel follows links before
+	// it asks), so a setattr acts on the last name as it is: lutimes on a
+	// link; chmod and truncate of a link fail with ELOOP.
+	_, rel, err := s.reach(req, r.Tok, r.Path, false, auth.Write)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
