@@ -325,7 +325,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}
-	if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
+	if err := h.writeCache(ctx, p, off); err != nil {
 		return 0, err
 	}
 	h.wrote.Store(time.Now().UnixNano())
