@@ -52,12 +52,15 @@ func (c *Cache) diskBound(asked int64) int64 {
 		return max(floor, min(maxDefaultDisk, (free+c.diskUsed.Load())/100*defaultShare))
 	}
 	if asked > total {
-		c.log.Warn(fmt.Sprintf("the cache size asked for (%d bytes) is more than the file system of %s holds; the cache uses at most %d bytes (set --cache-size lower, or leave it out for %d%% of the free space)",
-			asked, c.opts.Dir, total, defaultShare))
+		c.log.Warn(fmt.Sprintf("the cache size asked for (%s) is more than the file system of %s holds; the cache uses at most %s (set --cache-size lower, or leave it out for %d%% of the free space)",
+			mib(asked), c.opts.Dir, mib(total), defaultShare))
 		return max(floor, total)
 	}
 	return max(asked, floor)
 }
+
+// mib writes n bytes in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // DiskLimit is the disk layer's bound, as set at Open.
 func (c *Cache) DiskLimit() int64 { return c.opts.DiskBytes }
