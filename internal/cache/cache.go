@@ -294,6 +294,7 @@ func (c *Cache) flushIndex() error {
 	c.metaIdx = make(map[string]map[string][]byte)
 	c.idxMu.Unlock()
 	if err := c.withRoom(0, func() error { return c.flushMeta(meta) }); err != nil {
+		c.unflushed(keys, meta)
 		return err
 	}
 	c.mu.Lock()
@@ -319,14 +320,31 @@ func (c *Cache) flushIndex() error {
 	}
 	err := c.withRoom(0, func() error { return c.writeIndex(puts) })
 	if err != nil {
-		// Written by none: the next flush tries them again.
-		c.idxMu.Lock()
-		for k := range keys {
-			c.dirtyIdx[k] = true
-		}
-		c.idxMu.Unlock()
+		c.unflushed(keys, nil)
 	}
 	return err
+}
+
+// unflushed hands back index records and metadata that a flush could not
+// write, for the next one to try again (newer metadata is kept).
+func (c *Cache) unflushed(keys map[string]bool, meta map[string]map[string][]byte) {
+	c.idxMu.Lock()
+	defer c.idxMu.Unlock()
+	for k := range keys {
+		c.dirtyIdx[k] = true
+	}
+	for bucket, kv := range meta {
+		m := c.metaIdx[bucket]
+		if m == nil {
+			m = make(map[string][]byte)
+			c.metaIdx[bucket] = m
+		}
+		for k, v := range kv {
+			if _, newer := m[k]; !newer {
+				m[k] = v
+			}
+		}
+	}
 }
 
 // writeIndex writes index records (nil: deletes them).
