@@ -28,7 +28,7 @@ type mountFlags struct {
 
 func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir(), "where the agent keeps its cache (one per agent)")
-	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "10GiB", "disk space the cache may use")
+	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "auto", "disk space the cache may use; auto: 80% of the free space of the cache directory's file system (with what the cache already holds), at most 10GiB")
 	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D, callback or immutable")
@@ -60,8 +60,10 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 		return cfg, err
 	}
 	cfg.Cache.Dir = f.cacheDir
-	if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {
-		return cfg, cli.Usagef("--cache-size: %v", err)
+	if f.cacheSize != "auto" {
+		if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {
+			return cfg, cli.Usagef("--cache-size: %v (or auto)", err)
+		}
 	}
 	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
 		return cfg, cli.Usagef("--memory: %v", err)
@@ -172,8 +174,11 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct\n",
 				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct)
 			c := st.Cache
-			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk, %s in memory, %d files; %s loaded back into the page cache\n",
-				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.MemoryBytes), c.Files, cli.Size(c.Preloaded))
+			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk of %s (%s unsent), %s in memory, %d files; %s loaded back into the page cache\n",
+				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.DiskLimit), cli.Size(c.DirtyBytes), cli.Size(c.MemoryBytes), c.Files, cli.Size(c.Preloaded))
+			if c.Full > 0 || c.SentAhead > 0 {
+				fmt.Fprintf(w, "cache: %d writes found its file system full and evicted clean blocks; %s of unsent data sent ahead of a close to make room\n", c.Full, cli.Size(c.SentAhead))
+			}
 			ops := make([]string, 0, len(st.RPCs))
 			for op := range st.RPCs {
 				ops = append(ops, op)

@@ -101,6 +101,7 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	c.mu.Lock()
 	e := c.get(key)
 	c.mu.Unlock()
+	c.evictFor(c.opts.BlockSize)
 	now := c.clock.Add(1)
 	e.mu.Lock()
 	e.gen.Add(1)
@@ -115,7 +116,10 @@ func (c *Cache) putBlock(key string, idx int64, data []byte) error {
 	// Under the disk lock, and recorded before it is released: a block
 	// staged meanwhile is written before this one or not at all.
 	e.dmu.Lock()
-	_, err = f.WriteAt(data, idx*c.opts.BlockSize)
+	err = c.withRoom(int64(len(data)), func() error {
+		_, err := f.WriteAt(data, idx*c.opts.BlockSize)
+		return err
+	})
 	e.mu.Lock()
 	e.io--
 	c.doneFile(e)
@@ -391,10 +395,14 @@ func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fe
 		if cur != nil {
 			cur.release()
 		}
+		// Dirty before the block is written: it must not be evicted
+		// once it is there.
+		r := Range{pos, chunk}
 		c.mu.Lock()
 		e := c.get(key)
 		e.mu.Lock()
-		e.rec.Dirty = addDirty(e.rec.Dirty, Range{pos, chunk})
+		was, oldSize := overlap(e.rec.Dirty, r), e.rec.Size
+		c.setDirty(e, addDirty(e.rec.Dirty, r))
 		if pos+chunk > e.rec.Size {
 			e.rec.Size = pos + chunk
 		}
@@ -402,6 +410,18 @@ func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fe
 		e.mu.Unlock()
 		c.mu.Unlock()
 		if err := c.putBlock(key, idx, nb); err != nil {
+			// Not written: what the range was before, dirty or not.
+			e.mu.Lock()
+			rs := subtract(e.rec.Dirty, r)
+			for _, w := range was {
+				rs = addDirty(rs, w)
+			}
+			c.setDirty(e, rs)
+			if e.rec.Size == pos+chunk {
+				e.rec.Size = oldSize
+			}
+			e.mu.Unlock()
+			c.touch(key)
 			return err
 		}
 		n += chunk
@@ -446,7 +466,7 @@ func (c *Cache) Truncate(key string, size int64) error {
 			c.mem.remove(blockID{key, idx})
 		}
 	}
-	e.rec.Dirty = clip(e.rec.Dirty, size)
+	c.setDirty(e, clip(append([]Range(nil), e.rec.Dirty...), size))
 	e.rec.Size = size
 	if f, err := c.file(e); err == nil {
 		_ = f.Truncate(size)
@@ -459,69 +479,4 @@ func (c *Cache) Truncate(key string, size int64) error {
 		return c.putBlock(key, last, trim)
 	}
 	return nil
-}
-
-// evict drops least recently used clean blocks until the disk layer is
-// within its bound: first blocks of files nobody has open, then, if that
-// is not enough, the least recently used blocks of open files.
-func (c *Cache) evict() { c.evictFor(0) }
-
-// evictFor evicts until room more bytes fit within the disk bound.
-func (c *Cache) evictFor(room int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.diskUsed.Load()+room <= c.opts.DiskBytes {
-		return
-	}
-	type cand struct {
-		e   *entry
-		idx int64
-		use int64
-	}
-	var unpinned, pinned []cand
-	for _, e := range c.entries {
-		e.mu.Lock()
-		for idx := range e.rec.Blocks {
-			// Nor blocks the kernel may be reading directly.
-			if e.backed > 0 || e.dirtyBlock(idx, c.opts.BlockSize) {
-				continue
-			}
-			u := max(e.rec.Use, e.hit.Load())
-			if bu, ok := e.use[idx]; ok {
-				u = max(bu, e.hit.Load())
-			}
-			if e.pins > 0 {
-				pinned = append(pinned, cand{e, idx, u})
-			} else {
-				unpinned = append(unpinned, cand{e, idx, u})
-			}
-		}
-		e.mu.Unlock()
-	}
-	for _, list := range [][]cand{unpinned, pinned} {
-		sortCands := func(a, b cand) bool { return a.use < b.use }
-		for i := 1; i < len(list); i++ {
-			for j := i; j > 0 && sortCands(list[j], list[j-1]); j-- {
-				list[j], list[j-1] = list[j-1], list[j]
-			}
-		}
-		for _, cd := range list {
-			if c.diskUsed.Load()+room <= c.opts.DiskBytes {
-				return
-			}
-			cd.e.mu.Lock()
-			if _, ok := cd.e.rec.Blocks[cd.idx]; ok && cd.e.backed == 0 {
-				delete(cd.e.rec.Blocks, cd.idx)
-				c.diskUsed.Add(-c.opts.BlockSize)
-				c.mem.remove(blockID{cd.e.key, cd.idx})
-				if f, err := c.file(cd.e); err == nil {
-					punchHole(f, cd.idx*c.opts.BlockSize, c.opts.BlockSize)
-				}
-				c.doneFile(cd.e)
-				c.stats.evictions.Add(1)
-				c.touch(cd.e.key)
-			}
-			cd.e.mu.Unlock()
-		}
-	}
 }

@@ -24,7 +24,7 @@ import (
 type Options struct {
 	Dir         string
 	BlockSize   int64 // default 1 MiB
-	DiskBytes   int64 // default 10 GiB
+	DiskBytes   int64 // default: a share of the free space (see diskBound)
 	MemoryBytes int64 // default 512 MiB
 	Log         *slog.Logger
 }
@@ -32,9 +32,13 @@ type Options struct {
 // Stats counts what the cache did.
 type Stats struct {
 	Hits, Misses, Fetches, BadBlocks, Evictions int64
+	Full                                        int64 // writes that found the cache's file system full (and evicted)
 	BytesFetched                                int64
 	Preloaded                                   int64 // bytes of data files loaded into the page cache
 	DiskBytes, MemoryBytes                      int64
+	DiskLimit                                   int64 // the disk layer's bound
+	DirtyBytes                                  int64 // blocks holding data not yet at the share
+	SentAhead                                   int64 // bytes sent to the share ahead of a close, to make room
 	Files                                       int
 }
 
@@ -48,6 +52,7 @@ type Cache struct {
 	entries  map[string]*entry
 	flights  map[blockID]*flight
 	diskUsed atomic.Int64  // bytes of blocks on disk (changed with e.mu held)
+	dirty    atomic.Int64  // blocks holding dirty data (changed with e.mu held; see setDirty)
 	mem      *memLRU       // has its own lock
 	clock    atomic.Int64  // logical time of last use, for LRU
 	incs     atomic.Uint64 // names data files given out as backings
@@ -58,7 +63,7 @@ type Cache struct {
 	metaIdx  map[string]map[string][]byte // bucket -> key -> value to write (nil: delete)
 
 	stats struct {
-		hits, misses, fetches, bad, evictions, fetched, preloaded atomic.Int64
+		hits, misses, fetches, bad, evictions, fetched, preloaded, full, ahead atomic.Int64
 	}
 	flushQuit chan struct{}
 	flushDone chan struct{}
@@ -147,9 +152,6 @@ func Open(opts Options) (*Cache, error) {
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 1 << 20
 	}
-	if opts.DiskBytes <= 0 {
-		opts.DiskBytes = 10 << 30
-	}
 	if opts.MemoryBytes < 0 {
 		opts.MemoryBytes = 0
 	} else if opts.MemoryBytes == 0 {
@@ -175,6 +177,8 @@ func Open(opts Options) (*Cache, error) {
 		db.Close()
 		return nil, err
 	}
+	// Sized once what the cache holds is known: that space is its own.
+	c.opts.DiskBytes = c.diskBound(opts.DiskBytes)
 	// As many staged blocks as the memory layer holds: a block dropped
 	// from the queue stays in memory only, and a file with such blocks
 	// cannot be read by the kernel from the data file (see Backing).
@@ -211,6 +215,7 @@ func (c *Cache) load() error {
 			}
 			c.entries[e.key] = e
 			c.diskUsed.Add(int64(len(rec.Blocks)) * c.opts.BlockSize)
+			c.dirty.Add(dirtyBlocks(rec.Dirty, c.opts.BlockSize))
 			if rec.Use > c.clock.Load() {
 				c.clock.Store(rec.Use)
 			}
@@ -288,14 +293,11 @@ func (c *Cache) flushIndex() error {
 	meta := c.metaIdx
 	c.metaIdx = make(map[string]map[string][]byte)
 	c.idxMu.Unlock()
-	if err := c.flushMeta(meta); err != nil {
+	if err := c.withRoom(0, func() error { return c.flushMeta(meta) }); err != nil {
+		c.unflushed(keys, meta)
 		return err
 	}
 	c.mu.Lock()
-	type kv struct {
-		k string
-		v []byte
-	}
 	var puts []kv
 	for k := range keys {
 		e := c.entries[k]
@@ -316,6 +318,37 @@ func (c *Cache) flushIndex() error {
 	if len(puts) == 0 {
 		return nil
 	}
+	err := c.withRoom(0, func() error { return c.writeIndex(puts) })
+	if err != nil {
+		c.unflushed(keys, nil)
+	}
+	return err
+}
+
+// unflushed hands back index records and metadata that a flush could not
+// write, for the next one to try again (newer metadata is kept).
+func (c *Cache) unflushed(keys map[string]bool, meta map[string]map[string][]byte) {
+	c.idxMu.Lock()
+	defer c.idxMu.Unlock()
+	for k := range keys {
+		c.dirtyIdx[k] = true
+	}
+	for bucket, kv := range meta {
+		m := c.metaIdx[bucket]
+		if m == nil {
+			m = make(map[string][]byte)
+			c.metaIdx[bucket] = m
+		}
+		for k, v := range kv {
+			if _, newer := m[k]; !newer {
+				m[k] = v
+			}
+		}
+	}
+}
+
+// writeIndex writes index records (nil: deletes them).
+func (c *Cache) writeIndex(puts []kv) error {
 	return c.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketIndex)
 		for _, p := range puts {
@@ -331,6 +364,12 @@ func (c *Cache) flushIndex() error {
 		}
 		return nil
 	})
+}
+
+// kv is an index record to write.
+type kv struct {
+	k string
+	v []byte
 }
 
 // touch marks an entry's index record as changed.
@@ -500,6 +539,7 @@ func (c *Cache) Drop(key string) {
 	c.mem.dropFile(key, 0)
 	e.mu.Lock()
 	c.diskUsed.Add(-int64(len(e.rec.Blocks)) * c.opts.BlockSize)
+	c.setDirty(e, nil)
 	for idx := range e.rec.Blocks {
 		c.mem.remove(blockID{key, idx})
 	}
@@ -545,8 +585,9 @@ func (c *Cache) Stats() Stats {
 	return Stats{
 		Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Fetches: c.stats.fetches.Load(),
 		BadBlocks: c.stats.bad.Load(), Evictions: c.stats.evictions.Load(), BytesFetched: c.stats.fetched.Load(),
-		Preloaded: c.stats.preloaded.Load(),
+		Preloaded: c.stats.preloaded.Load(), Full: c.stats.full.Load(), SentAhead: c.stats.ahead.Load(),
 		DiskBytes: c.diskUsed.Load(), MemoryBytes: c.mem.size(), Files: len(c.entries),
+		DiskLimit: c.opts.DiskBytes, DirtyBytes: c.DirtyBytes(),
 	}
 }
 

@@ -94,13 +94,24 @@ func (c *Cache) MarkClean(key string, done []Range, version uint64, size int64) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range done {
-		e.rec.Dirty = subtract(e.rec.Dirty, d)
+		c.setDirty(e, subtract(e.rec.Dirty, d))
 	}
 	e.rec.Version = version
 	if len(e.rec.Dirty) == 0 {
 		e.rec.Size = size
 	}
 	c.touch(key)
+}
+
+// overlap returns the parts of the ranges rs that lie in d.
+func overlap(rs []Range, d Range) []Range {
+	var out []Range
+	for _, r := range rs {
+		if lo, hi := max(r.Off, d.Off), min(r.End(), d.End()); lo < hi {
+			out = append(out, Range{lo, hi - lo})
+		}
+	}
+	return out
 }
 
 func subtract(rs []Range, d Range) []Range {

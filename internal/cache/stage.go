@@ -114,7 +114,7 @@ func (c *Cache) writeStaged(id blockID) {
 		e.dropPendingIf(id.idx, blk)
 		return
 	}
-	err := c.writeDirect(e, data, id.idx*c.opts.BlockSize)
+	err := c.withRoom(int64(len(data)), func() error { return c.writeDirect(e, data, id.idx*c.opts.BlockSize) })
 	e.mu.Lock()
 	_, had = e.rec.Blocks[id.idx]
 	st, still := e.stagedAs(id.idx, blk)

@@ -329,7 +329,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.writable(ctx); err != nil {
 		return 0, err
 	}
-	if err := h.v.cache.WriteAt(ctx, h.key, p, off, h.fetch); err != nil {
+	if err := h.writeCache(ctx, p, off); err != nil {
 		return 0, err
 	}
 	h.wrote.Store(time.Now().UnixNano())

@@ -14,8 +14,18 @@ import (
 
 // writeBack uploads the dirty ranges of key to the share.
 func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
+	return v.writeBackRanges(ctx, key, p, h, nil)
+}
+
+// writeBackRanges uploads the dirty ranges of key to the share; with
+// ahead, only those (dirty ranges sent ahead of the close, see makeRoom),
+// and the file's size is left to the close.
+func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahead []cache.Range) error {
 	h.waitOpen(ctx)
 	ranges := v.cache.Dirty(key)
+	if ahead != nil {
+		ranges = ahead
+	}
 	if len(ranges) == 0 {
 		return nil
 	}
@@ -30,6 +40,9 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 		return err
 	}
 	_, size, _ := v.cache.Version(key)
+	if ahead != nil {
+		size = 0
+	}
 	d := v.dropCount()
 	// Each block the share wrote moves the cache's version along with
 	// the share's, so that after a crash the data is known as this
