@@ -152,7 +152,7 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	// read goes at half speed. Under poll and callback the kernel's copy
 	// could outlive an invalidation that names another path (a rename).
 	if m := f.m.v.Policy(f.h.Path()).Mode; m == vfs.Window || m == vfs.Immutable {
-		out.SetTimeout(f.m.timeout(f.h.Path()))
+		out.SetTimeout(f.m.v.KernelTimeout(f.h.Path()))
 	}
 	return 0
 }

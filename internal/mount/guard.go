@@ -30,11 +30,12 @@ import (
 //
 // The kernel's caches are shared by all uids, so a mount that other uids
 // can reach (allow_other, only when lending) tells the kernel to keep no
-// entries or attributes (Mount.timeout): every lookup and stat reaches
-// the guard. Data the kernel caches is reached only through an open,
-// which the kernel always sends. A mount lent to nobody is mounted
-// without allow_other, and the kernel itself refuses every other uid,
-// cached entries included; the guard refuses them too.
+// entries (Mount.entryTimeout): every step of every path walk is a lookup
+// that reaches the guard. Attributes and data the kernel caches are
+// reached only through an entry or an open file, and the kernel sends
+// every open. A mount lent to nobody is mounted without allow_other, and
+// the kernel itself refuses every other uid, cached entries included; the
+// guard refuses them too.
 
 // guard is the raw file system the kernel talks to (see above). It
 // implements fuse.RawFileSystem method by method, without embedding: a

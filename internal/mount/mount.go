@@ -44,7 +44,7 @@ type Mount struct {
 
 	guard *guard
 	// lent: other uids may reach the mount (allow_other); the kernel
-	// keeps no entries or attributes (see timeout)
+	// keeps no entries (see entryTimeout)
 	lent bool
 }
 
@@ -170,9 +170,11 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 // them may not use the mount (see guard.go).
 func (m *Mount) Refused() int64 { return m.guard.refused.Load() }
 
-// timeout is how long the kernel may keep p's entry and attributes: none
-// on a lent mount, as the kernel would answer any uid from them.
-func (m *Mount) timeout(p string) time.Duration {
+// entryTimeout is how long the kernel may keep p's entry (or that p does
+// not exist): not at all on a lent mount, as it would answer a path walk
+// of any uid from it. Attributes are reached only through an entry or an
+// open file, and are kept as the path's mode allows (KernelTimeout).
+func (m *Mount) entryTimeout(p string) time.Duration {
 	if m.lent {
 		return 0
 	}
