@@ -200,6 +200,7 @@ func addLocalUser(t *testing.T) localUser {
 		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
 			t.Errorf("userdel %s: %v: %s", name, err, out)
 		}
+		_ = exec.Command("groupdel", name).Run() // where userdel left the user's group
 	})
 	u, err := user.Lookup(name)
 	if err != nil {

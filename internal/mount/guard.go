@@ -321,13 +321,14 @@ func ParseLendTo(list []string) ([]uint32, error) {
 }
 
 // allowOtherOK reports why a mount lent to other uids cannot be made by
-// this process, or "" if it can: the kernel lets a user who is not root
-// mount with allow_other only when /etc/fuse.conf says user_allow_other.
-func allowOtherOK() string {
-	if os.Geteuid() == 0 {
+// a process of uid euid, or "" if it can: FUSE lets a user who is not
+// root mount with allow_other only when its configuration (conf,
+// /etc/fuse.conf) says user_allow_other.
+func allowOtherOK(euid int, conf string) string {
+	if euid == 0 {
 		return ""
 	}
-	b, _ := os.ReadFile("/etc/fuse.conf")
+	b, _ := os.ReadFile(conf)
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.TrimSpace(line) == "user_allow_other" {
 			return ""

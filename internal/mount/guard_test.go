@@ -1,7 +1,9 @@
 package mount
 
 import (
+	"os"
 	"os/user"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -115,5 +117,26 @@ func TestParseLendTo(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--lend-to") || !strings.Contains(err.Error(), bad) {
 			t.Errorf("ParseLendTo(%q): %v", bad, err)
 		}
+	}
+}
+
+// TestAllowOtherOK: an agent not run by root may lend its mount only
+// where FUSE's configuration allows other users in, and is told how.
+func TestAllowOtherOK(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "fuse.conf")
+	if why := allowOtherOK(1000, conf); !strings.Contains(why, "user_allow_other") || !strings.Contains(why, "--lend-to") {
+		t.Errorf("no fuse.conf: %q", why)
+	}
+	os.WriteFile(conf, []byte("# user_allow_other\nmount_max = 1000\n"), 0o644)
+	if why := allowOtherOK(1000, conf); why == "" {
+		t.Errorf("fuse.conf with the line commented out: allowed")
+	}
+	os.WriteFile(conf, []byte("mount_max = 1000\n user_allow_other \n"), 0o644)
+	if why := allowOtherOK(1000, conf); why != "" {
+		t.Errorf("fuse.conf with user_allow_other: %q", why)
+	}
+	if why := allowOtherOK(0, filepath.Join(dir, "none")); why != "" {
+		t.Errorf("root: %q", why)
 	}
 }
