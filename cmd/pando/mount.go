@@ -200,6 +200,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				ops = append(ops, op)
 			}
 			slices.Sort(ops)
+			if st.Refused > 0 {
+				fmt.Fprintf(w, "refused: %d requests from local users the mount is not lent to (pando mount --lend-to)\n", st.Refused)
+			}
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
 			}

@@ -484,6 +484,13 @@ func TestLocalUsers(t *testing.T) {
 		if n, _ := a.stats(t)["refused_local_users"].(float64); n == 0 {
 			t.Errorf("the agent refused nothing: the kernel answered for it, or the attempts never got there")
 		}
+		// The administrator reads who was refused, and how to lend.
+		if log := a.output(); !strings.Contains(log, "not lent to") || !strings.Contains(log, fmt.Sprintf("uid=%d", other.uid)) || !strings.Contains(log, "--lend-to") {
+			t.Errorf("the agent's log does not name the refused uid %d and --lend-to:\n%s", other.uid, log)
+		}
+		if st := runPando(t, "", d.admin, "stats", "--cache-dir", a.cacheDir).ok().stdout; !strings.Contains(st, "refused:") {
+			t.Errorf("pando stats does not show the refusals:\n%s", st)
+		}
 		// A descriptor root opened and passed on carries root's open,
 		// as on any Unix file system.
 		f, err := os.Open(filepath.Join(dir, "secret.txt"))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -45,7 +46,13 @@ type guard struct {
 	admit   []uint32 // sorted
 	refused atomic.Int64
 	m       *Mount
+
+	mu   sync.Mutex
+	told map[uint32]bool // uids whose first refusal was logged
 }
+
+// maxTold bounds the uids remembered as logged.
+const maxTold = 1024
 
 var _ fuse.RawFileSystem = (*guard)(nil)
 
@@ -55,8 +62,23 @@ func (g *guard) ok(h *fuse.InHeader) bool {
 		return true
 	}
 	g.refused.Add(1)
-	if g.m != nil {
-		g.m.log.Debug("refused a request from a local user the mount is not lent to", "uid", h.Uid, "pid", h.Pid, "opcode", h.Opcode)
+	if g.m == nil {
+		return false
+	}
+	g.mu.Lock()
+	first := !g.told[h.Uid] && len(g.told) < maxTold
+	if first {
+		if g.told == nil {
+			g.told = make(map[uint32]bool)
+		}
+		g.told[h.Uid] = true
+	}
+	g.mu.Unlock()
+	if first {
+		g.m.log.Warn("refused a local user the mount is not lent to (pando mount --lend-to UID lends it); its later refusals are logged at debug level",
+			"uid", h.Uid, "pid", h.Pid, "served", g.admit)
+	} else {
+		g.m.log.Debug("refused a local user the mount is not lent to", "uid", h.Uid, "pid", h.Pid, "opcode", h.Opcode)
 	}
 	return false
 }
