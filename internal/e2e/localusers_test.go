@@ -84,6 +84,9 @@ func tryOp(op userOp) (string, error) {
 	case "read-fd3": // a descriptor an admitted process opened and passed on
 		b, err := io.ReadAll(os.NewFile(3, "passed"))
 		return string(b), err
+	case "reopen-fd3": // a new open of the file that descriptor names
+		b, err := os.ReadFile("/proc/self/fd/3")
+		return string(b), err
 	case "stat":
 		_, err := os.Lstat(p)
 		return "", err
@@ -501,6 +504,23 @@ func TestLocalUsers(t *testing.T) {
 		f.Close()
 		if res[0].Errno != "" || res[0].Data != "the content of secret.txt\n" {
 			t.Errorf("%s reads a descriptor root passed on: %q, %s", other.name, res[0].Data, res[0].Errno)
+		}
+		// An O_PATH descriptor carries no open: opening the file through
+		// it skips every lookup, the mode bits let others read, and the
+		// kernel holds the file's pages; the agent refuses the open.
+		fd, err := unix.Open(filepath.Join(dir, "pub.txt"), unix.O_PATH, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pathFile := os.NewFile(uintptr(fd), "pub.txt")
+		res = other.as(t, bin, []userOp{{Op: "reopen-fd3"}}, pathFile)
+		if res[0].Errno != "EACCES" {
+			t.Errorf("%s opens pub.txt through an O_PATH descriptor root passed on: %q, %s; want EACCES", other.name, res[0].Data, res[0].Errno)
+		}
+		res = lent.as(t, bin, []userOp{{Op: "reopen-fd3"}}, pathFile)
+		pathFile.Close()
+		if res[0].Errno != "" || res[0].Data != "the content of pub.txt\n" {
+			t.Errorf("%s opens pub.txt through an O_PATH descriptor: %q, %s", lent.name, res[0].Data, res[0].Errno)
 		}
 
 		// The lent user has what the mode bits give others.
