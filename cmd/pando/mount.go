@@ -13,6 +13,7 @@ import (
 
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/vfs"
 )
 
@@ -24,6 +25,7 @@ type mountFlags struct {
 	readAhead                              int
 	debug, noPassthrough                   bool
 	metrics                                string
+	lendTo                                 []string
 }
 
 func (f *mountFlags) add(cmd *cobra.Command) {
@@ -37,6 +39,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
+	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security-mount.md)")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
 }
 
@@ -91,6 +94,9 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 		return cfg, cli.Usagef("--write: %v", err)
 	}
 	cfg.VFS.ReadAhead = f.readAhead
+	if cfg.LendTo, err = mount.ParseLendTo(f.lendTo); err != nil {
+		return cfg, cli.Usagef("%v", err)
+	}
 	return cfg, nil
 }
 
@@ -99,8 +105,11 @@ func newMountCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mount [flags] MOUNTPOINT",
 		Short: "Mount the whole namespace as a local file system (FUSE)",
-		Long: `Mount the whole namespace at MOUNTPOINT for every process on this host, served
-from one memory + disk cache. Stop with Ctrl-C, SIGTERM or fusermount3 -u.`,
+		Long: `Mount the whole namespace at MOUNTPOINT, served from one memory + disk cache.
+Every request acts with this agent's grid principal, so only the local user
+running the agent may use the mount, and the users named with --lend-to (who
+get the files' group or other mode bits); every other local user is refused.
+Stop with Ctrl-C, SIGTERM or fusermount3 -u.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := f.config(g, args[0])
@@ -111,8 +120,8 @@ from one memory + disk cache. Stop with Ctrl-C, SIGTERM or fusermount3 -u.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pando mounted at %s (consistency %s, write %s, cache %s)\n",
-				args[0], cfg.VFS.Consistency, cfg.VFS.Write, cfg.Cache.Dir)
+			fmt.Fprintf(cmd.OutOrStdout(), "pando mounted at %s (consistency %s, write %s, cache %s)%s\n",
+				args[0], cfg.VFS.Consistency, cfg.VFS.Write, cfg.Cache.Dir, lentNote(cfg.LendTo))
 			if err := f.serveMetrics(a, cmd.OutOrStdout()); err != nil {
 				a.Close()
 				return err
@@ -128,6 +137,18 @@ from one memory + disk cache. Stop with Ctrl-C, SIGTERM or fusermount3 -u.`,
 	}
 	f.add(cmd)
 	return cmd
+}
+
+// lentNote says which other uids a mount is lent to.
+func lentNote(uids []uint32) string {
+	if len(uids) == 0 {
+		return ""
+	}
+	s := make([]string, len(uids))
+	for i, u := range uids {
+		s[i] = fmt.Sprint(u)
+	}
+	return ", lent to uids " + strings.Join(s, ",")
 }
 
 func agentGet(dir, path string, v any) error {
@@ -184,6 +205,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				ops = append(ops, op)
 			}
 			slices.Sort(ops)
+			if st.RefusedLocal > 0 {
+				fmt.Fprintf(w, "refused: %d requests from local users the mount is not lent to (pando mount --lend-to)\n", st.RefusedLocal)
+			}
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
 			}

@@ -205,7 +205,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 				defer a.Close()
-				fmt.Fprintf(out, "namespace mounted at %s (consistency %s, write %s)\n", mountDir, acfg.VFS.Consistency, acfg.VFS.Write)
+				fmt.Fprintf(out, "namespace mounted at %s (consistency %s, write %s)%s\n", mountDir, acfg.VFS.Consistency, acfg.VFS.Write, lentNote(acfg.LendTo))
 				if err := mf.serveMetrics(a, out); err != nil {
 					return err
 				}

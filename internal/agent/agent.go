@@ -41,6 +41,8 @@ type Config struct {
 	Streams int
 	// NoPassthrough: see mount.Options.
 	NoPassthrough bool
+	// LendTo: see mount.Options.
+	LendTo []uint32
 }
 
 // Agent is a running agent.
@@ -103,7 +105,7 @@ func Start(cfg Config) (*Agent, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	a.v.Connect(cctx)
 	cancel()
-	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough})
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo})
 	if err != nil {
 		ch.Close()
 		cl.Close()
@@ -174,6 +176,9 @@ type Stats struct {
 	OpenFiles   int             `json:"open_files"`
 	// Opens counts opens of regular files by how their reads are served.
 	Opens mount.Opens `json:"opens"`
+	// RefusedLocal counts requests refused because the local user who
+	// made them may not use the mount (pando mount --lend-to).
+	RefusedLocal int64 `json:"refused_local_users"`
 	// Unsent counts files with data not yet at their share that no open
 	// file holds (nor a write delegation keeps back): retried, or kept
 	// after a conflict (see Conflicts).
@@ -208,7 +213,7 @@ func (a *Agent) Stats() Stats {
 	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts,
-		Refused: a.v.Refusals()}
+		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused()}
 }
 
 func (a *Agent) serveControl() error {

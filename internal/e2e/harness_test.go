@@ -24,7 +24,7 @@ import (
 var pandoBin string
 
 func TestMain(m *testing.M) {
-	if runWorkerFromEnv() {
+	if runWorkerFromEnv() || runLocalUserFromEnv() {
 		os.Exit(0)
 	}
 	// Every agent the tests start overwrites the cache's buffers as it

@@ -28,11 +28,14 @@ func synthIno(p string) uint64 {
 	return h.Sum64() | 1<<63
 }
 
-var owner = struct{ uid, gid uint32 }{uint32(os.Getuid()), uint32(os.Getgid())}
+var owner = struct{ uid, gid uint32 }{uint32(os.Geteuid()), uint32(os.Getegid())}
 
 // fillAttr converts share attributes into FUSE attributes. Files show as
-// owned by the user running the agent: the share decides access, by the
-// caller's grid identity, not by local uids.
+// owned by the user running the agent (root:root when root mounts): the
+// share decides grid access, by the agent's principal. On a mount lent to
+// other uids the kernel checks mode bits against this owner
+// (default_permissions), so a lent uid has the group or other bits of
+// each file, never the owner's.
 func fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
 	out.Ino = ino
 	out.Mode = a.Mode

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,11 @@ type Mount struct {
 	// threads seen reading a direct open in small pieces (see
 	// smallReader); cleared when it grows past maxSmallPids
 	smallPids map[uint32]bool
+
+	guard *guard
+	// lent: other uids may reach the mount (allow_other); the kernel
+	// keeps no entries (see entryTimeout)
+	lent bool
 }
 
 // Opens counts the opens of regular files so far by how their reads are
@@ -66,6 +72,10 @@ type Options struct {
 	// (and the kernel's page cache of the FUSE file), never directly to
 	// the cache's data file.
 	NoPassthrough bool
+	// LendTo names the local uids besides the one running the agent that
+	// may use the mount, with the agent's principal (see guard.go). With
+	// none, only the agent's own uid may.
+	LendTo []uint32
 }
 
 // Start mounts v at dir. A dead mount left at dir by an agent that died is
@@ -84,8 +94,24 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("cannot mount on %s: it is not a directory (create it first)", dir)
 	}
-	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{}), noPassthrough: opts.NoPassthrough}
+	me := uint32(os.Geteuid())
+	admit := slices.Sorted(slices.Values(append([]uint32{me}, opts.LendTo...)))
+	admit = slices.Compact(admit)
+	lent := len(admit) > 1
+	if lent {
+		if why := allowOtherOK(os.Geteuid(), "/etc/fuse.conf"); why != "" {
+			return nil, errors.New(why)
+		}
+	}
+	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{}), noPassthrough: opts.NoPassthrough, lent: lent}
+	m.guard = &guard{admit: admit, m: m}
 	root := &node{m: m}
+	var mountOpts []string
+	if lent {
+		// Other uids get in: the kernel checks mode bits for every
+		// caller before a request reaches the agent.
+		mountOpts = append(mountOpts, "default_permissions")
+	}
 	zero := time.Duration(0)
 	fopts := &fs.Options{
 		MountOptions: fuse.MountOptions{
@@ -93,9 +119,12 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 			Name:         "pando",
 			MaxWrite:     1 << 20,
 			MaxReadAhead: 8 << 20,
-			AllowOther:   os.Getuid() == 0,
-			DirectMount:  true,
-			Debug:        opts.Debug,
+			// Only when lending: otherwise the kernel itself keeps every
+			// other uid out, its caches included.
+			AllowOther:  lent,
+			Options:     mountOpts,
+			DirectMount: true,
+			Debug:       opts.Debug,
 			// The kernel may run many requests at once; the share serves
 			// them concurrently.
 			MaxBackground: 64,
@@ -119,14 +148,37 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		NegativeTimeout: &zero,
 		RootStableAttr:  &fs.StableAttr{Ino: synthIno("/")},
 	}
-	server, err := fs.Mount(dir, root, fopts)
+	m.guard.fs = fs.NewNodeFS(root, fopts)
+	server, err := fuse.NewServer(m.guard, dir, &fopts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
 	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
+	}
 	m.server = server
+	if lent {
+		m.log.Info("mount lent to local users", "uids", admit)
+	}
 	raiseReadAhead(dir, opts.Log)
 	v.SetNotifier(func(g string) { m.forgetKernel(root, g) })
 	return m, nil
+}
+
+// Refused counts the requests refused because the local user who made
+// them may not use the mount (see guard.go).
+func (m *Mount) Refused() int64 { return m.guard.refused.Load() }
+
+// entryTimeout is how long the kernel may keep p's entry (or that p does
+// not exist): not at all on a lent mount, as it would answer a path walk
+// of any uid from it. Attributes are reached only through an entry or an
+// open file, and are kept as the path's mode allows (KernelTimeout).
+func (m *Mount) entryTimeout(p string) time.Duration {
+	if m.lent {
+		return 0
+	}
+	return m.v.KernelTimeout(p)
 }
 
 // Dir is the mount point.

@@ -67,9 +67,8 @@ func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.Entry
 	ctx = detach(ctx)
 	ino := n.m.ino(ctx, p, a)
 	fillAttr(&out.Attr, a, ino)
-	t := n.v().KernelTimeout(p)
-	out.SetEntryTimeout(t)
-	out.SetAttrTimeout(t)
+	out.SetEntryTimeout(n.m.entryTimeout(p))
+	out.SetAttrTimeout(n.v().KernelTimeout(p))
 	child := &node{m: n.m}
 	return n.NewInode(ctx, child, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: ino})
 }
@@ -81,7 +80,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	a, err := n.v().GetAttr(ctx, p)
 	if err != nil {
 		if e := errno(err); e == syscall.ENOENT {
-			out.SetEntryTimeout(n.v().KernelTimeout(p))
+			out.SetEntryTimeout(n.m.entryTimeout(p))
 			return nil, e
 		}
 		return nil, n.m.fail("lookup", p, err)
