@@ -163,10 +163,21 @@ func (s *Server) Revoke(r wire.Revocation) {
 	if len(r.Serials) > 0 {
 		s.rpc.EachConn(func(c *rpc.ServerConn) {
 			if ss, ok := c.State.(*session); ok && s.serialRevoked(ss.serial) {
-				c.Close()
+				c.End(s.revokedError(ss.peer))
 			}
 		})
 	}
+}
+
+// revokedError refuses a revoked principal: its new connections, and
+// its open ones, which end with it.
+func (s *Server) revokedError(id auth.Identity) *wire.Error {
+	how := ""
+	if id.Role == auth.RoleUser {
+		how = " (pando user add " + id.Name + ")"
+	}
+	return wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the administrator of domain %s, "+
+		"and share %s serves them no more; ask an administrator for new ones%s", id, id.Domain, s.cfg.Name, how)
 }
 
 func (s *Server) serialRevoked(sn string) bool {
@@ -200,7 +211,7 @@ func (s *Server) Opened(c *rpc.ServerConn) error {
 	}
 	sn := cert.SerialNumber.Text(16)
 	if s.serialRevoked(sn) {
-		return wire.Errorf(wire.CodeTokenRevoked, "the certificate of %s has been revoked", id)
+		return s.revokedError(id)
 	}
 	c.State = &session{peer: id, serial: sn}
 	return nil
