@@ -212,8 +212,13 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 		}
 		osFlags |= syscall.O_NOFOLLOW
 	}
+	undo, err := s.reserveHandle(req)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	f, err := s.root.OpenFile(r.Path, osFlags, fs.FileMode(r.Mode&0o7777))
 	if err != nil {
+		undo()
 		if a, lerr := s.lstat(r.Path); lerr == nil && a.Mode&syscall.S_IFMT == syscall.S_IFLNK && r.Flags&wire.OpenFollow == 0 {
 			err = syscall.ELOOP
 		}
@@ -222,10 +227,12 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	a, err := fileAttr(f)
 	if err != nil {
 		f.Close()
+		undo()
 		return rpc.Reply{}, toWire(req.Op, r.Path, err)
 	}
 	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR && osFlags&(os.O_WRONLY|os.O_RDWR) != 0 {
 		f.Close()
+		undo()
 		return rpc.Reply{}, toWire(req.Op, r.Path, syscall.EISDIR)
 	}
 	if req.Op == wire.OpCreate || r.Flags&wire.OpenTrunc != 0 {

@@ -33,6 +33,8 @@ type RunConfig struct {
 	Log         *slog.Logger
 	// Protection lists the data channel protections allowed (see Config).
 	Protection []string
+	// Limits bound what each principal may hold (see Limits).
+	Limits Limits
 }
 
 // Running is a started share.
@@ -93,7 +95,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root,
 		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
-		DelegFile: delegFileFor(rc.StateDir, rc.Name)})
+		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()

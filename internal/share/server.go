@@ -40,6 +40,8 @@ type Config struct {
 	// DelegFile lists the write delegations held, so that their holders
 	// can reclaim them after a restart ("": no list, no grace period).
 	DelegFile string
+	// Limits bound what each principal may hold (see Limits).
+	Limits Limits
 }
 
 // Server serves one exported directory.
@@ -56,6 +58,10 @@ type Server struct {
 	watch   *watcher
 	peers   peers // delegated clients for third-party pushes
 	tickets map[string]*ticket
+	limits  Limits
+	use     map[string]*usage // by principal
+	// openHandles counts the handles of everyone, and reserved ones.
+	openHandles int
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -102,11 +108,13 @@ func New(cfg Config) (*Server, error) {
 		root:    root,
 		log:     cfg.Log,
 		handles: make(map[uint64]*handle),
+		limits:  cfg.Limits.withDefaults(raiseNoFile()),
+		use:     make(map[string]*usage),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
 	s.inv = newInvTable(cfg.Now)
 	s.inv.loadDelegs(cfg.DelegFile)
-	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
+	s.rpc = rpc.Server{Handler: rpc.HandlerFunc(s.serveLimited), Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
 	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {
 		cfg.Log.Warn("changes made directly in the exported directory will be noticed only by revalidation", "err", err)
 	} else {
@@ -130,7 +138,7 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	for id, h := range s.handles {
 		h.f.Close()
-		delete(s.handles, id)
+		s.forgetHandleLocked(id, h)
 	}
 	s.mu.Unlock()
 	s.root.Close()
@@ -197,8 +205,16 @@ func (s *Server) Counts() map[string]uint64 {
 	return m
 }
 
-// Opened identifies the peer of a new connection.
+// Opened identifies the peer of a new connection and counts it against
+// the peer's limit.
 func (s *Server) Opened(c *rpc.ServerConn) error {
+	if err := s.identify(c); err != nil {
+		return err
+	}
+	return s.admitConn(c)
+}
+
+func (s *Server) identify(c *rpc.ServerConn) error {
 	if rpc.IsPlain(c.Channel) {
 		return s.openPlain(c)
 	}
@@ -224,10 +240,11 @@ func (s *Server) Closed(c *rpc.ServerConn) {
 	for id, h := range s.handles {
 		if h.conn == c {
 			files = append(files, h.f)
-			delete(s.handles, id)
+			s.forgetHandleLocked(id, h)
 		}
 	}
 	s.mu.Unlock()
+	s.leaveConn(c)
 	for _, f := range files {
 		f.Close()
 	}
@@ -368,7 +385,9 @@ func (s *Server) dropHandle(req *rpc.Request, id uint64) (*handle, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	delete(s.handles, id)
+	if s.handles[id] == h {
+		s.forgetHandleLocked(id, h)
+	}
 	s.mu.Unlock()
 	return h, nil
 }
