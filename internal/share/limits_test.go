@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"pando.dev/pando/internal/auth"
@@ -109,5 +110,44 @@ func TestPendingWriteLimit(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "FIle" {
 		t.Errorf("the write: %q", got)
+	}
+}
+
+// TestTotalOpenFileLimit: past the files all principals together may
+// have open, an open is refused with ENFILE and a sentence naming the
+// share; a close makes room. The descriptor limit was raised to the
+// hard one and the total kept to half of it.
+func TestTotalOpenFileLimit(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "f"), []byte("file"), 0o644)
+	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur != rl.Max && rl.Max <= 1<<20 { // above nr_open it cannot be raised
+		t.Errorf("descriptor limit %d, not raised to %d", rl.Cur, rl.Max)
+	}
+	if total := s.limits.TotalHandles; total < 1 || uint64(total) > rl.Cur/2 {
+		t.Errorf("total of open files %d, want at most half of %d", total, rl.Cur)
+	}
+	s.mu.Lock()
+	s.limits.TotalHandles = 2
+	s.mu.Unlock()
+	var h [2]wire.OpenResp
+	for i := range h {
+		if err := limited(s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: wire.OpenRead}, nil, &h[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := limited(s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: wire.OpenRead}, nil, nil)
+	if wire.CodeOf(err) != wire.CodeTableFull || !strings.Contains(err.Error(), "share fz has 2 files open, as many as it may") {
+		t.Fatalf("an open past the share's total: %v", err)
+	}
+	if err := limited(s, sc, wire.OpClose, wire.HandleReq{Handle: h[0].Handle}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := limited(s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: wire.OpenRead}, nil, nil); err != nil {
+		t.Errorf("an open after a close: %v", err)
 	}
 }
