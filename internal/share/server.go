@@ -171,7 +171,7 @@ func (s *Server) Revoke(r wire.Revocation) {
 	if len(r.Serials) > 0 {
 		s.rpc.EachConn(func(c *rpc.ServerConn) {
 			if ss, ok := c.State.(*session); ok && s.serialRevoked(ss.serial) {
-				c.End(s.revokedError(ss.peer))
+				go c.End(s.revokedError(ss.peer)) // its last frame may wait behind a reply being sent
 			}
 		})
 	}
