@@ -22,12 +22,6 @@ const (
 	DefaultFrameRate    = 128 << 10 // bytes per second: 1 Mbit/s
 )
 
-// stageSize is how much of a frame's data is read into a small buffer
-// before the buffer for all of it is taken: what a sender that stops in
-// mid-frame pins is at most 16 times what it sent (and at most 4 times
-// for data of up to 1 MiB).
-const stageSize = 1 << 20
-
 // errFrameTimeout: a frame begun was not finished in time.
 var errFrameTimeout = errors.New("frame not completed in time")
 
@@ -113,29 +107,37 @@ func readGrowing(br *bufio.Reader, n int) ([]byte, error) {
 }
 
 // readData reads n bytes of data, summing them as they arrive, into a
-// recycled buffer (see stageSize).
+// recycled buffer. Nothing is taken before the first 256 KiB (or all of
+// the data) have arrived; then the data is read into a buffer of the
+// smallest size class (1 MiB), and moved into the next (4, 16 MiB) only
+// once that is full: a sender that stops in mid-frame pins at most 4
+// times what it sent. Data of up to 1 MiB, the usual, is never moved.
 func readData(br *bufio.Reader, n int) ([]byte, func(), uint32, error) {
 	if _, err := br.Peek(min(n, br.Size())); err != nil {
 		return nil, nil, 0, truncated(err)
 	}
-	first := min(n, stageSize)
-	buf, release := DataBuf(first)
-	crc, err := readSummed(br, buf, 0)
-	if err != nil {
-		release()
-		return nil, nil, 0, err
+	var (
+		buf     []byte
+		release func()
+		crc     uint32
+		err     error
+	)
+	for _, size := range bufClasses {
+		if len(buf) == n {
+			break
+		}
+		next, rel := DataBuf(min(n, size))
+		got := copy(next, buf)
+		if release != nil {
+			release()
+		}
+		buf, release = next, rel
+		if crc, err = readSummed(br, buf[got:], crc); err != nil {
+			release()
+			return nil, nil, 0, err
+		}
 	}
-	if n == first {
-		return buf, release, crc, nil
-	}
-	all, releaseAll := DataBuf(n)
-	copy(all, buf)
-	release()
-	if crc, err = readSummed(br, all[first:], crc); err != nil {
-		releaseAll()
-		return nil, nil, 0, err
-	}
-	return all, releaseAll, crc, nil
+	return buf, release, crc, nil
 }
 
 // readSummed fills b from br, continuing crc over it piece by piece while
