@@ -13,10 +13,12 @@ import (
 
 // How long a server waits for a frame it has begun to receive. A
 // connection may stay idle between frames as long as it likes (sessions
-// live for days); but a frame whose first byte has arrived must be whole
-// within DefaultFrameTimeout plus the time its length takes at
-// DefaultFrameRate, or the connection is closed: a peer that sends half
-// a frame and goes silent holds nothing for long.
+// live for days); but once a frame's first byte has arrived, the rest
+// must keep coming: by DefaultFrameTimeout after its first byte plus the
+// time what arrived since takes at DefaultFrameRate, more must have
+// arrived, and the frame must end, or the connection is closed. A peer
+// that sends half a frame and goes silent holds nothing for long; one
+// that sends slower than DefaultFrameRate is cut within the timeout.
 const (
 	DefaultFrameTimeout = 30 * time.Second
 	DefaultFrameRate    = 128 << 10 // bytes per second: 1 Mbit/s
@@ -46,9 +48,9 @@ func (c *ServerConn) readFrame(br *bufio.Reader) (f *wire.Frame, release func(),
 	if _, err := br.Peek(1); err != nil {
 		return nil, nil, err
 	}
-	timeout, rate := c.srv.frameBounds()
-	start := time.Now()
-	c.setReadDeadline(start.Add(timeout))
+	clk := &frameClock{c: c, start: time.Now()}
+	clk.timeout, clk.rate = c.srv.frameBounds()
+	clk.add(0)
 	defer func() {
 		c.setReadDeadline(time.Time{})
 		var ne net.Error
@@ -64,18 +66,16 @@ func (c *ServerConn) readFrame(br *bufio.Reader) (f *wire.Frame, release func(),
 	if err != nil {
 		return nil, nil, err
 	}
-	if n := int64(h.MetaLen) + int64(h.DataLen); n > 0 {
-		c.setReadDeadline(start.Add(timeout + time.Duration(n*int64(time.Second)/rate)))
-	}
+	clk.add(wire.HeaderSize)
 	f = &wire.Frame{Header: h}
 	if h.MetaLen > 0 {
-		if f.Meta, err = readGrowing(br, int(h.MetaLen)); err != nil {
+		if f.Meta, err = readGrowing(br, int(h.MetaLen), clk); err != nil {
 			return nil, nil, err
 		}
 	}
 	var crc uint32
 	if h.DataLen > 0 {
-		if f.Data, release, crc, err = readData(br, int(h.DataLen)); err != nil {
+		if f.Data, release, crc, err = readData(br, int(h.DataLen), clk); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -89,7 +89,7 @@ func (c *ServerConn) readFrame(br *bufio.Reader) (f *wire.Frame, release func(),
 }
 
 // readGrowing reads n bytes into a buffer that grows as they arrive.
-func readGrowing(br *bufio.Reader, n int) ([]byte, error) {
+func readGrowing(br *bufio.Reader, n int, clk *frameClock) ([]byte, error) {
 	b := make([]byte, 0, min(n, 64<<10))
 	for len(b) < n {
 		if len(b) == cap(b) {
@@ -99,6 +99,7 @@ func readGrowing(br *bufio.Reader, n int) ([]byte, error) {
 		}
 		got, err := io.ReadFull(br, b[len(b):cap(b)])
 		b = b[:len(b)+got]
+		clk.add(got)
 		if err != nil {
 			return nil, truncated(err)
 		}
@@ -112,7 +113,7 @@ func readGrowing(br *bufio.Reader, n int) ([]byte, error) {
 // smallest size class (1 MiB), and moved into the next (4, 16 MiB) only
 // once that is full: a sender that stops in mid-frame pins at most 4
 // times what it sent. Data of up to 1 MiB, the usual, is never moved.
-func readData(br *bufio.Reader, n int) ([]byte, func(), uint32, error) {
+func readData(br *bufio.Reader, n int, clk *frameClock) ([]byte, func(), uint32, error) {
 	if _, err := br.Peek(min(n, br.Size())); err != nil {
 		return nil, nil, 0, truncated(err)
 	}
@@ -132,7 +133,7 @@ func readData(br *bufio.Reader, n int) ([]byte, func(), uint32, error) {
 			release()
 		}
 		buf, release = next, rel
-		if crc, err = readSummed(br, buf[got:], crc); err != nil {
+		if crc, err = readSummed(br, buf[got:], crc, clk); err != nil {
 			release()
 			return nil, nil, 0, err
 		}
@@ -142,16 +143,37 @@ func readData(br *bufio.Reader, n int) ([]byte, func(), uint32, error) {
 
 // readSummed fills b from br, continuing crc over it piece by piece while
 // each piece is in cache.
-func readSummed(br *bufio.Reader, b []byte, crc uint32) (uint32, error) {
+func readSummed(br *bufio.Reader, b []byte, crc uint32, clk *frameClock) (uint32, error) {
 	for o := 0; o < len(b); {
 		k := min(len(b)-o, wire.CRCChunk)
 		if _, err := io.ReadFull(br, b[o:o+k]); err != nil {
 			return 0, truncated(err)
 		}
+		clk.add(k)
 		crc = wire.UpdateCRC(crc, b[o:o+k])
 		o += k
 	}
 	return crc, nil
+}
+
+// frameClock keeps the read deadline of a frame being received: its
+// first byte's time, plus the timeout, plus what has arrived since at the
+// minimum rate.
+type frameClock struct {
+	c       *ServerConn
+	start   time.Time
+	timeout time.Duration
+	rate    int64
+	got     int64
+}
+
+// add counts n more bytes arrived and moves the deadline on.
+func (k *frameClock) add(n int) {
+	if k == nil {
+		return
+	}
+	k.got += int64(n)
+	k.c.setReadDeadline(k.start.Add(k.timeout + time.Duration(k.got*int64(time.Second)/k.rate)))
 }
 
 func truncated(err error) error {

@@ -185,3 +185,47 @@ func TestFrameReadIntact(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestSlowFrameServed: a frame that arrives slowly but steadily, at more
+// than the minimum rate, is served although it takes longer than the
+// timeout: the bound is on progress, not on the frame's whole time.
+func TestSlowFrameServed(t *testing.T) {
+	const timeout = time.Second
+	addr, cli := serveTLS(t, &Server{FrameTimeout: timeout, FrameRate: 32 << 10})
+	raw, err := tls.Dial("tcp", addr, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	raw.Write(wire.EncodePreface(wire.Preface{Version: wire.Version, Channel: wire.ChannelControl}))
+	if _, err := wire.ReadPreface(raw); err != nil {
+		t.Fatal(err)
+	}
+	// 15 pieces of 32 KiB, one every 100 ms: 320 KiB/s, ten times the
+	// minimum rate, and 1.5 s in all.
+	data := make([]byte, 15*32<<10)
+	meta, _ := wire.Marshal(wire.Empty{})
+	frame := wire.AppendHeader(nil, wire.TypeRequest, 0, wire.OpPing, 9, meta, data)
+	frame = append(append(frame, meta...), data...)
+	began := time.Now()
+	raw.Write(frame[:wire.HeaderSize+len(meta)])
+	for o := wire.HeaderSize + len(meta); o < len(frame); o += 32 << 10 {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := raw.Write(frame[o:min(o+32<<10, len(frame))]); err != nil {
+			t.Fatalf("the server cut a frame arriving at ten times the minimum rate after %s: %v", time.Since(began), err)
+		}
+	}
+	raw.SetReadDeadline(time.Now().Add(30 * time.Second))
+	f, err := wire.ReadFrame(raw)
+	if err != nil {
+		t.Fatalf("no reply to a slow frame: %v", err)
+	}
+	if f.Type != wire.TypeResponse || f.ID != 9 {
+		var we wire.Error
+		wire.Unmarshal(f.Meta, &we)
+		t.Fatalf("got frame type %d id %d (%s), want the response", f.Type, f.ID, we.Message)
+	}
+	if took := time.Since(began); took < timeout {
+		t.Errorf("the frame took %s, less than the timeout: the test proves nothing", took)
+	}
+}

@@ -343,7 +343,7 @@ func (c *ServerConn) serve() {
 				timeout, rate := c.srv.frameBounds()
 				c.srv.Log.Info("frame not completed in time; closing connection", "peer", c.nc.RemoteAddr().String(), "err", err)
 				_ = c.writeError(0, 0, &wire.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf(
-					"the server received part of a frame and not the rest within %s (plus 1 s per %d KiB); closing this connection", timeout, rate>>10)})
+					"the server received part of a frame, and the rest did not follow at %d KiB/s or more within %s; closing this connection", rate>>10, timeout)})
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				c.srv.Log.Debug("connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
 			}
