@@ -18,6 +18,7 @@ import (
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/controller"
 	"pando.dev/pando/internal/share"
+	"pando.dev/pando/internal/wire"
 )
 
 func newControllerCmd(g *cli.Globals) *cobra.Command {
@@ -50,6 +51,7 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 
 func newShareCmd(g *cli.Globals) *cobra.Command {
 	var rc share.RunConfig
+	var lf limitFlags
 	cmd := &cobra.Command{
 		Use:   "share",
 		Short: "Export a local directory to the domain, or list shares (share ls)",
@@ -70,6 +72,9 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 				rc.StateDir = filepath.Join(filepath.Dir(config.DefaultPath()), "shares")
 			}
 			rc.Log = g.Logger()
+			if rc.Limits, err = lf.limits(); err != nil {
+				return err
+			}
 			for _, p := range rc.Protection {
 				if !slices.Contains(share.Protections, p) {
 					return cli.Usagef("--protection %q: choose from private, safe and clear", p)
@@ -94,6 +99,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 	cmd.Flags().StringSliceVar(&rc.Protection, "protection", []string{"private", "safe"}, "data channel protections clients may use: private (TLS), safe (authenticated, not encrypted), clear (authenticated set-up only)")
 	cmd.Flags().StringVar(&rc.Owner, "owner", "", "USER[:GROUP] that owns what clients create, for a share run as root (default: the owner of --root, or nobody if that is root)")
 	cmd.Flags().BoolVar(&rc.AllowSetID, "allow-setid", false, "let clients make setuid and setgid files (off: the bits are dropped)")
+	lf.add(cmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
 		Short: "List the shares registered with the controller",
@@ -126,6 +132,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		allowSetID            bool
 		mountDir              string
 		mf                    mountFlags
+		lf                    limitFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -143,6 +150,10 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				if err := os.MkdirAll(dirs[0], 0o755); err != nil {
 					return err
 				}
+			}
+			limits, err := lf.limits()
+			if err != nil {
+				return err
 			}
 			names := map[string]string{}
 			for _, d := range dirs {
@@ -180,7 +191,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			defer cl.Close()
 			for name, dir := range names {
 				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: "127.0.0.1:0",
-					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID})
+					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID, Limits: limits})
 				if err != nil {
 					return err
 				}
@@ -228,6 +239,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)
+	lf.add(cmd)
 	return cmd
 }
 
@@ -276,4 +288,40 @@ func firstName(m map[string]string) string {
 		}
 	}
 	return best
+}
+
+// limitFlags are a share's limits per principal.
+type limitFlags struct {
+	l       share.Limits
+	pending string
+}
+
+func (f *limitFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.l.Handles, "max-open", share.DefaultMaxHandles, "files one principal may have open at a share")
+	fl.IntVar(&f.l.Conns, "max-conns", share.DefaultMaxConns, "connections one principal may have open to a share")
+	fl.IntVar(&f.l.Requests, "max-requests", share.DefaultMaxRequests, "requests of one principal a share serves at once")
+	fl.StringVar(&f.pending, "max-pending-writes", "256MiB", "write data of one principal a share holds received and not yet written")
+	fl.IntVar(&f.l.TotalHandles, "max-open-total", 0, "files all principals together may have open at a share (default half the descriptors the process may open)")
+}
+
+func (f *limitFlags) limits() (share.Limits, error) {
+	n, err := cli.ParseSize(f.pending)
+	if err != nil || n < wire.MaxData {
+		return share.Limits{}, cli.Usagef("--max-pending-writes %q: give a size of at least 16MiB (one write's most), such as 256MiB", f.pending)
+	}
+	l := f.l
+	l.PendingWrites = n
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"--max-open", l.Handles}, {"--max-conns", l.Conns}, {"--max-requests", l.Requests}} {
+		if v.n < 1 {
+			return share.Limits{}, cli.Usagef("%s %d: give a number of at least 1", v.name, v.n)
+		}
+	}
+	if l.TotalHandles < 0 {
+		return share.Limits{}, cli.Usagef("--max-open-total %d: give a positive number, or 0 for the default", l.TotalHandles)
+	}
+	return l, nil
 }

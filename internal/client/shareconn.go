@@ -304,6 +304,12 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 				return out, conn, nil
 			}
 		}
+		var we *wire.Error
+		if errors.As(err, &we) && conn != nil && conn.Err() == err {
+			// The share ended the connection and said why (a revoked
+			// principal): no fresh token or connection changes that.
+			return nil, conn, err
+		}
 		switch wire.FateOf(err) {
 		case wire.Renew:
 			// The share did not act on the request: renew and go again.

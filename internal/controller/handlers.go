@@ -404,7 +404,7 @@ func (c *Controller) userRevoke(ctx context.Context, p *peer, req *rpc.Request) 
 	c.broadcast(rev)
 	c.rpc.EachConn(func(sc *rpc.ServerConn) {
 		if pp, ok := sc.State.(*peer); ok && pp.id.Role == auth.RoleUser && pp.id.Name == r.Name {
-			sc.Close()
+			go sc.End(wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the domain's administrator; ask an administrator for new ones (pando user add %s)", pp.id, r.Name))
 		}
 	})
 	return rpc.Reply{}, nil

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pando.dev/pando/internal/wire"
@@ -97,6 +98,11 @@ type Server struct {
 	// a TLS handshake get TLS, the others must be plain data channels
 	// (see DialPlain), which Hooks.Opened admits by their ticket.
 	Sniff bool
+	// FrameTimeout and FrameRate bound the wait for a frame begun: it
+	// must be whole within FrameTimeout plus its length at FrameRate
+	// bytes a second (defaults DefaultFrameTimeout, DefaultFrameRate).
+	FrameTimeout time.Duration
+	FrameRate    int64
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -117,6 +123,8 @@ type ServerConn struct {
 	tcp           *net.TCPConn // under a clear data channel: for sendfile
 
 	wmu     sync.Mutex
+	ended   bool         // End sent the last frame (under wmu)
+	endBy   atomic.Int64 // when an ended connection closes (unix ns)
 	ctx     context.Context
 	cancel  context.CancelFunc
 	mu      sync.Mutex
@@ -323,20 +331,33 @@ func (c *ServerConn) serve() {
 	defer c.cancel()
 	br := bufio.NewReaderSize(c.nc, 256<<10)
 	for {
-		var release func()
-		f, err := wire.ReadFrameBuf(br, func(n int) []byte {
-			b, rel := DataBuf(n)
-			release = rel
-			return b
-		})
+		f, release, err := c.readFrame(br)
 		if err != nil {
-			if errors.Is(err, wire.ErrMalformed) {
+			switch {
+			case c.endBy.Load() != 0:
+				// ended: the linger is over, or the peer closed
+			case errors.Is(err, wire.ErrMalformed):
 				c.srv.Log.Warn("malformed frame; closing connection", "peer", c.nc.RemoteAddr().String(), "err", err)
 				_ = c.writeError(0, 0, &wire.Error{Code: wire.CodeMalformed, Message: "the server received a " + err.Error() + "; closing this connection"})
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			case errors.Is(err, errFrameTimeout):
+				timeout, rate := c.srv.frameBounds()
+				c.srv.Log.Info("frame not completed in time; closing connection", "peer", c.nc.RemoteAddr().String(), "err", err)
+				_ = c.writeError(0, 0, &wire.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf(
+					"the server received part of a frame, and the rest did not follow at %d KiB/s or more within %s; closing this connection", rate>>10, timeout)})
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 				c.srv.Log.Debug("connection ended", "peer", c.nc.RemoteAddr().String(), "err", err)
 			}
 			return
+		}
+		if c.endBy.Load() != 0 {
+			if release != nil {
+				release()
+			}
+			continue // ended: what arrives now is dropped
+		}
+		if release != nil && f.Type != wire.TypeRequest {
+			release() // nothing reads the data of other frames
+			release = nil
 		}
 		switch f.Type {
 		case wire.TypeCancel:
@@ -354,6 +375,9 @@ func (c *ServerConn) serve() {
 		select {
 		case sem <- struct{}{}:
 		case <-c.ctx.Done():
+			if release != nil {
+				release()
+			}
 			return
 		}
 		rctx, cancel := context.WithCancel(c.ctx)
@@ -462,6 +486,9 @@ func (c *ServerConn) writeSummed(typ, flags byte, op wire.Op, id uint32, meta, d
 func (c *ServerConn) send(head []byte, rest func() error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.ended {
+		return fmt.Errorf("%w: the connection was ended", ErrBroken)
+	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(DefaultTimeout))
 	_, err := c.nc.Write(head)
 	if err == nil {

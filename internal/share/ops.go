@@ -247,6 +247,10 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	// Opening names a file, never a symlink: the mount's kernel resolves
 	// links itself, the CLI asks the share to (OpenFollow, resolved above),
 	// and a name that became a link since is refused (O_NOFOLLOW: ELOOP).
+	undo, err := s.reserveHandle(req)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	f, err := s.tree.openFile(rel, osFlags, s.safeMode(r.Mode))
 	if err == nil && created {
 		if err = s.own(rel, r.Mode); err != nil {
@@ -254,15 +258,18 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 		}
 	}
 	if err != nil {
+		undo()
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	a, err := fileAttr(f)
 	if err != nil {
 		f.Close()
+		undo()
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	if a.Mode&syscall.S_IFMT == syscall.S_IFDIR && osFlags&(os.O_WRONLY|os.O_RDWR) != 0 {
 		f.Close()
+		undo()
 		return rpc.Reply{}, toWire(req.Op, rel, syscall.EISDIR)
 	}
 	if req.Op == wire.OpCreate || r.Flags&wire.OpenTrunc != 0 {

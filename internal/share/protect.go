@@ -96,7 +96,7 @@ func (s *Server) openPlain(c *rpc.ServerConn) error {
 		return wire.Errorf(wire.CodeAccess, "data channel refused: unknown, used, expired or forged ticket")
 	}
 	if s.serialRevoked(t.peer.serial) {
-		return wire.Errorf(wire.CodeTokenRevoked, "the certificate of %s has been revoked", t.peer.peer)
+		return s.revokedError(t.peer.peer)
 	}
 	c.State = &session{peer: t.peer.peer, serial: t.peer.serial}
 	if c.Channel == wire.ChannelDataSafe {

@@ -36,6 +36,8 @@ type RunConfig struct {
 	// Owner and AllowSetID: see Config.
 	Owner      string
 	AllowSetID bool
+	// Limits bound what each principal may hold (see Limits).
+	Limits Limits
 }
 
 // Running is a started share.
@@ -96,7 +98,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
 		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
-		DelegFile: delegFileFor(rc.StateDir, rc.Name)})
+		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()

@@ -45,6 +45,8 @@ type Config struct {
 	Owner string
 	// AllowSetID lets clients make setuid and setgid files.
 	AllowSetID bool
+	// Limits bound what each principal may hold (see Limits).
+	Limits Limits
 }
 
 // Server serves one exported directory.
@@ -62,6 +64,10 @@ type Server struct {
 	watch   *watcher
 	peers   peers // delegated clients for third-party pushes
 	tickets map[string]*ticket
+	limits  Limits
+	use     map[string]*usage // by principal
+	// openHandles counts the handles of everyone, and reserved ones.
+	openHandles int
 
 	names dirNames // sorted names of large directories listed in pages
 
@@ -119,11 +125,13 @@ func New(cfg Config) (*Server, error) {
 		owner:   own,
 		log:     cfg.Log,
 		handles: make(map[uint64]*handle),
+		limits:  cfg.Limits.withDefaults(raiseNoFile()),
+		use:     make(map[string]*usage),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
 	s.inv = newInvTable(cfg.Now)
 	s.inv.loadDelegs(cfg.DelegFile)
-	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
+	s.rpc = rpc.Server{Handler: rpc.HandlerFunc(s.serveLimited), Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
 	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {
 		cfg.Log.Warn("changes made directly in the exported directory will be noticed only by revalidation", "err", err)
 	} else {
@@ -147,7 +155,7 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	for id, h := range s.handles {
 		h.f.Close()
-		delete(s.handles, id)
+		s.forgetHandleLocked(id, h)
 	}
 	s.mu.Unlock()
 	s.tree.close()
@@ -180,10 +188,21 @@ func (s *Server) Revoke(r wire.Revocation) {
 	if len(r.Serials) > 0 {
 		s.rpc.EachConn(func(c *rpc.ServerConn) {
 			if ss, ok := c.State.(*session); ok && s.serialRevoked(ss.serial) {
-				c.Close()
+				go c.End(s.revokedError(ss.peer)) // its last frame may wait behind a reply being sent
 			}
 		})
 	}
+}
+
+// revokedError refuses a revoked principal: its new connections, and
+// its open ones, which end with it.
+func (s *Server) revokedError(id auth.Identity) *wire.Error {
+	how := ""
+	if id.Role == auth.RoleUser {
+		how = " (pando user add " + id.Name + ")"
+	}
+	return wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the administrator of domain %s, "+
+		"and share %s serves them no more; ask an administrator for new ones%s", id, id.Domain, s.cfg.Name, how)
 }
 
 func (s *Server) serialRevoked(sn string) bool {
@@ -203,8 +222,16 @@ func (s *Server) Counts() map[string]uint64 {
 	return m
 }
 
-// Opened identifies the peer of a new connection.
+// Opened identifies the peer of a new connection and counts it against
+// the peer's limit.
 func (s *Server) Opened(c *rpc.ServerConn) error {
+	if err := s.identify(c); err != nil {
+		return err
+	}
+	return s.admitConn(c)
+}
+
+func (s *Server) identify(c *rpc.ServerConn) error {
 	if rpc.IsPlain(c.Channel) {
 		return s.openPlain(c)
 	}
@@ -217,7 +244,7 @@ func (s *Server) Opened(c *rpc.ServerConn) error {
 	}
 	sn := cert.SerialNumber.Text(16)
 	if s.serialRevoked(sn) {
-		return wire.Errorf(wire.CodeTokenRevoked, "the certificate of %s has been revoked", id)
+		return s.revokedError(id)
 	}
 	c.State = &session{peer: id, serial: sn}
 	return nil
@@ -230,10 +257,11 @@ func (s *Server) Closed(c *rpc.ServerConn) {
 	for id, h := range s.handles {
 		if h.conn == c {
 			files = append(files, h.f)
-			delete(s.handles, id)
+			s.forgetHandleLocked(id, h)
 		}
 	}
 	s.mu.Unlock()
+	s.leaveConn(c)
 	for _, f := range files {
 		f.Close()
 	}
@@ -374,7 +402,9 @@ func (s *Server) dropHandle(req *rpc.Request, id uint64) (*handle, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	delete(s.handles, id)
+	if s.handles[id] == h {
+		s.forgetHandleLocked(id, h)
+	}
 	s.mu.Unlock()
 	return h, nil
 }

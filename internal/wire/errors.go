@@ -37,6 +37,10 @@ const (
 	CodeRange       Code = Code(syscall.ERANGE)
 	CodeNoData      Code = Code(syscall.ENODATA) // no such extended attribute (ENOATTR)
 	CodeTooBig      Code = Code(syscall.E2BIG)   // an extended attribute's value over XattrValueMax
+	CodeTooManyOpen Code = Code(syscall.EMFILE)  // a principal's limit on open files at a share
+	CodeTableFull   Code = Code(syscall.ENFILE)  // a share's limit on open files of everyone
+	CodeAgain       Code = Code(syscall.EAGAIN)  // a principal's limit on connections or requests in flight
+	CodeNoBufs      Code = Code(syscall.ENOBUFS) // a principal's limit on write data in flight
 
 	CodeMalformed     Code = 1000 // the request could not be decoded
 	CodeTokenExpired  Code = 1001 // the token's lifetime is over: fetch a new one
