@@ -39,7 +39,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
-	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security-mount.md)")
+	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security.md)")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
 }
 

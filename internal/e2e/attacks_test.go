@@ -12,13 +12,34 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// TestAttacks tries, as a hostile user would, to reach files past the ACL
-// through symlinks and hard links, and to plant setuid or root-owned files
-// on the share's host: through the CLI and through a raw protocol client
-// that sends what the CLI would not. Each attempt must be refused with a
-// message naming the right and the path, and leave the share's tree as it
-// was (every path, mode, owner and hash). docs/security.md lists the rules.
+// TestAttacks runs, as a hostile user would, every attempt to get past
+// the rights a domain grants: each must be refused with a clear message
+// and change nothing at the share. docs/security.md names the rule each
+// row holds.
 func TestAttacks(t *testing.T) {
+	for _, a := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"links", attackLinks},                          // symlinks and hard links past the ACL; setid and root-owned files
+		{"local-users", attackLocalUsers},               // a local user borrowing the mount's principal
+		{"open-files", attackOpenFiles},                 // one user's open files starving the share
+		{"connections", attackConnections},              // one user's connections
+		{"requests", attackRequests},                    // one user's requests in flight
+		{"refused-write", attackRefusedWrite},           // refused bytes kept in the cache and shown to readers
+		{"revoked-connection", attackRevokedConnection}, // a revoked user's live connection
+	} {
+		t.Run(a.name, a.run)
+	}
+}
+
+// attackLinks tries to reach files past the ACL through symlinks and hard
+// links, and to plant setuid or root-owned files on the share's host:
+// through the CLI and through a raw protocol client that sends what the
+// CLI would not. Each attempt must be refused with a message naming the
+// right and the path, and leave the share's tree as it was (every path,
+// mode, owner and hash).
+func attackLinks(t *testing.T) {
 	d := newDomain(t, "d")
 	root := d.addShare("data")
 	for _, dir := range []string{"alice", "secret", "hidden"} {

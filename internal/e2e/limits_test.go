@@ -61,12 +61,12 @@ func readAll(ctx context.Context, c *client.Client, gpath string) (string, error
 	return string(buf[:n]), nil
 }
 
-// TestOpenFileLimitPerPrincipal: a user with read rights who opens one
+// attackOpenFiles: a user with read rights who opens one
 // file more times than the share allows one principal gets a sentence
 // naming the limit (EMFILE); another user opens and reads throughout;
 // once the hog closes a file it may open again. Nothing at the share
 // changes.
-func TestOpenFileLimitPerPrincipal(t *testing.T) {
+func attackOpenFiles(t *testing.T) {
 	const limit = 5
 	d := newDomain(t, "uva")
 	root := d.addShareWith("data", "--max-open", "5")
@@ -137,10 +137,10 @@ func TestOpenFileLimitPerPrincipal(t *testing.T) {
 	}
 }
 
-// TestConnectionLimitPerPrincipal: a user's connection past the share's
+// attackConnections: a user's connection past the share's
 // limit is refused with a sentence naming it, at its first call; another
 // user connects throughout; a connection closed makes room for one.
-func TestConnectionLimitPerPrincipal(t *testing.T) {
+func attackConnections(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShareWith("data", "--max-conns", "3")
 	os.WriteFile(filepath.Join(root, "f"), []byte("shared"), 0o644)
@@ -195,11 +195,11 @@ func TestConnectionLimitPerPrincipal(t *testing.T) {
 	}
 }
 
-// TestRequestLimitPerPrincipal: a user with as many requests waiting at
+// attackRequests: a user with as many requests waiting at
 // the share as it allows one principal gets a sentence naming the limit
 // for the next (EAGAIN); another user is served meanwhile; once the
 // requests are answered the user is served again.
-func TestRequestLimitPerPrincipal(t *testing.T) {
+func attackRequests(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShareWith("data", "--max-requests", "3")
 	os.WriteFile(filepath.Join(root, "f"), []byte("shared"), 0o644)

@@ -395,7 +395,7 @@ func openToOthers(t *testing.T, dir string) {
 	}
 }
 
-// TestLocalUsers: a local user acts on a mount with the rights the
+// attackLocalUsers: a local user acts on a mount with the rights the
 // administrator lent them, or none. Mounted by root without --lend-to,
 // another local user is refused every attempt (reading a file root just
 // read, listing, writing, creating, deleting, chmod 4755, extended
@@ -405,7 +405,7 @@ func openToOthers(t *testing.T, dir string) {
 // refused by the kernel), while a second user, not lent to, is refused
 // everything by the agent, the kernel's caches warm from root's reads
 // notwithstanding. Root, which mounted, keeps working throughout.
-func TestLocalUsers(t *testing.T) {
+func attackLocalUsers(t *testing.T) {
 	needRoot(t)
 	lent, other := addLocalUser(t), addLocalUser(t)
 	bin := workerBin(t)

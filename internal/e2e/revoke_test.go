@@ -13,13 +13,13 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// TestRevokedConnectionToldWhy: the open connections of a user whose
+// attackRevokedConnection: the open connections of a user whose
 // credentials are revoked end with the revocation, and say so: the next
 // call on a raw connection and a read through a file the library holds
 // open fail with a sentence naming the user and what to do, not with a
 // bare "connection lost: EOF". Nothing at the share changes, and another
 // user's connection is not disturbed.
-func TestRevokedConnectionToldWhy(t *testing.T) {
+func attackRevokedConnection(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
 	os.WriteFile(filepath.Join(root, "f"), []byte("data"), 0o644)
