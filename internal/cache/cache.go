@@ -113,7 +113,7 @@ type entry struct {
 	mu   sync.Mutex
 	rec  record
 	f    *os.File
-	pins int
+	pins int // changed under c.mu and mu both
 	io   int             // reads and writes of f under way without e.mu
 	use  map[int64]int64 // block -> logical time of last use (not persisted)
 	hit  atomic.Int64    // logical time of the last memory hit
@@ -505,7 +505,10 @@ func (c *Cache) dropBlocksLocked(e *entry, from int64) {
 // Pin keeps key's blocks from eviction until Unpin (open files).
 func (c *Cache) Pin(key string) {
 	c.mu.Lock()
-	c.get(key).pins++
+	e := c.get(key)
+	e.mu.Lock() // pins changes under both locks: either is enough to read it
+	e.pins++
+	e.mu.Unlock()
 	c.mu.Unlock()
 }
 
@@ -514,12 +517,12 @@ func (c *Cache) Pin(key string) {
 func (c *Cache) Unpin(key string) {
 	c.mu.Lock()
 	if e := c.entries[key]; e != nil && e.pins > 0 {
+		e.mu.Lock()
 		e.pins--
 		if e.pins == 0 {
-			e.mu.Lock()
 			c.doneFile(e)
-			e.mu.Unlock()
 		}
+		e.mu.Unlock()
 	}
 	c.mu.Unlock()
 	c.evict()
