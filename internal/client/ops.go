@@ -140,6 +140,9 @@ func (c *Client) ReadDirData(ctx context.Context, gpath string, fileMax, budget 
 	if err != nil {
 		return nil, wire.Attr{}, nil, named(err, loc)
 	}
+	if err := checkListing(resp.Entries, loc); err != nil {
+		return nil, wire.Attr{}, nil, err
+	}
 	data := splitListData(resp.Entries, raw, fileMax)
 	// Mounts nested below this directory show as directories too.
 	kids, err := c.children(ctx, loc.Global)
