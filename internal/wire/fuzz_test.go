@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"reflect"
 	"testing"
 )
 
@@ -198,11 +199,55 @@ func FuzzDecodeFrame(f *testing.F) {
 				_ = e.Errno()
 				_ = errors.Is(e, fs.ErrNotExist)
 			}
+			if n := footprint(reflect.ValueOf(v)); n > maxAmplification*len(fr.Meta)+1024 {
+				t.Fatalf("%d bytes of meta decode to %T of %d bytes", len(fr.Meta), v, n)
+			}
 			roundTrip(t, v, fresh)
 		}
 		_ = fr.Op.String()
 		_ = fr.Op.Idempotent()
 	})
+}
+
+// maxAmplification bounds how many bytes of memory one byte of meta may
+// decode to. The worst today is a listing: each empty map (one byte) in
+// its entries array is a DirEntry of 88 bytes, so a MaxMeta reply may take
+// some 90 MiB to decode. A message type that would decode to more per
+// byte (a larger struct in an array) fails FuzzDecodeFrame until its
+// bound is thought through.
+const maxAmplification = 128
+
+// footprint is the memory that v and what it points to take.
+func footprint(v reflect.Value) int {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return 0
+		}
+		return int(v.Type().Elem().Size()) + footprint(v.Elem())
+	case reflect.Struct:
+		n := 0
+		for i := range v.NumField() {
+			n += footprint(v.Field(i))
+		}
+		return n
+	case reflect.Slice:
+		n := v.Cap() * int(v.Type().Elem().Size())
+		for i := range v.Len() {
+			n += footprint(v.Index(i))
+		}
+		return n
+	case reflect.String:
+		return v.Len()
+	case reflect.Map:
+		n := 0
+		it := v.MapRange()
+		for it.Next() {
+			n += int(v.Type().Key().Size()+v.Type().Elem().Size()) + footprint(it.Key()) + footprint(it.Value())
+		}
+		return n
+	}
+	return 0
 }
 
 // FuzzReadPreface: a preface is accepted only with the magic and this
