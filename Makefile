@@ -14,8 +14,7 @@ bench:
 	go test -run '^$$' -bench . -benchtime 3x ./internal/client/
 
 fuzz:
-	go test -run '^$$' -fuzz FuzzDecodeFrame -fuzztime 30s ./internal/wire/
-	go test -run '^$$' -fuzz FuzzServeRequest -fuzztime 30s ./internal/share/
+	./dev fuzz 30s
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -124,27 +124,6 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-// FuzzVerifyToken: arbitrary bytes never panic and never verify.
-func FuzzVerifyToken(f *testing.F) {
-	pub, priv, _ := NewTokenKey()
-	now := time.Now()
-	good, _ := SignToken(priv, testToken(now))
-	f.Add(good)
-	f.Add(good[:len(good)/2])
-	f.Add([]byte{0xa2, 0x01, 0x40, 0x02, 0x40})
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		tok, err := VerifyToken(pub, b, now)
-		if err == nil && string(b) != string(good) {
-			// Only a genuine signature verifies: a different encoding of the
-			// same signed body would be a forgery.
-			if tok.Principal != "bob@uva" {
-				t.Fatalf("forged token verified: %+v", tok)
-			}
-		}
-	})
-}
-
 func TestMutualTLS(t *testing.T) {
 	ca, _ := NewCA("uva")
 	evil, _ := NewCA("evil")

@@ -185,6 +185,9 @@ func (c *Client) ReadDirData(ctx context.Context, gpath string, fileMax, budget 
 		}
 		after = page.Entries[len(page.Entries)-1].Name
 	}
+	if err := checkListing(resp.Entries, loc); err != nil {
+		return nil, wire.Attr{}, nil, err
+	}
 	// Mounts nested below this directory show as directories too.
 	kids, err := c.children(ctx, loc.Global)
 	if err == nil {

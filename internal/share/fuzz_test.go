@@ -2,8 +2,11 @@ package share
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,13 +17,49 @@ import (
 
 // fuzzServer is a share over a small tree, with a session holding a token
 // with every right, so that fuzzed requests reach the file system code.
+// Next to its root is a directory outside the share, which symlinks in
+// the share point at (as "out" and "up"); fuzzOutside returns it.
 func fuzzServer(tb testing.TB) (*Server, *rpc.ServerConn) {
 	tb.Helper()
 	root := tb.TempDir()
 	os.MkdirAll(filepath.Join(root, "d/e"), 0o755)
 	os.WriteFile(filepath.Join(root, "d/f"), []byte("file"), 0o644)
 	os.Symlink("/etc", filepath.Join(root, "etc"))
+	outside := filepath.Join(filepath.Dir(root), "outside")
+	os.MkdirAll(filepath.Join(outside, "sub"), 0o755)
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("not in the share"), 0o600)
+	os.Symlink(outside, filepath.Join(root, "out"))
+	os.Symlink("../outside", filepath.Join(root, "up"))
 	return serverWith(tb, root, []auth.Grant{{Path: "", Rights: auth.All}})
+}
+
+// treeState describes every file below dir: path, mode, size, mtime and
+// content, and extended attributes are left out (none are set there).
+func treeState(tb testing.TB, dir string) string {
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %v %d %d", p, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			c, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %x", c)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b.String()
 }
 
 // serverWith is a share over root with a session holding a token with
@@ -89,7 +128,8 @@ func serveAs(tb testing.TB, s *Server, sc *rpc.ServerConn, op wire.Op, msg, resp
 
 // FuzzServeRequest sends arbitrary ops and meta to a share: it must answer
 // every one with a reply or a *wire.Error, never panic, and never touch
-// anything outside its root.
+// anything outside its root, however the request names it (through "..",
+// absolute paths, or the symlinks "out" and "up" that point outside).
 func FuzzServeRequest(f *testing.F) {
 	seeds := []struct {
 		op  wire.Op
@@ -122,6 +162,13 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "d/../etc", Name: "security.capability", Flags: 7}},
 		{wire.OpRemoveXattr, wire.XattrReq{Tok: 1, Path: "", Name: "user."}},
 		{wire.OpLock, wire.LockReq{Tok: 1, Handle: 1, Type: wire.LockWrite, Start: -1, Len: 1 << 62}},
+		{wire.OpPutFile, wire.PutFileReq{Tok: 1, Path: "out/secret", Mode: 0o644}},
+		{wire.OpCreate, wire.OpenReq{Tok: 1, Path: "up/new", Flags: wire.OpenWrite | wire.OpenFollow, Mode: 0o644}},
+		{wire.OpSetAttr, wire.SetAttrReq{Tok: 1, Path: "out/secret", Valid: wire.SetMode, Mode: 0o4777}},
+		{wire.OpUnlink, wire.PathReq{Tok: 1, Path: "up/secret"}},
+		{wire.OpRename, wire.RenameReq{Tok: 1, Old: "d/f", New: "out/f"}},
+		{wire.OpMkdir, wire.MkdirReq{Tok: 1, Path: "up/sub/x", Mode: 0o755}},
+		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "out/secret", Name: "user.a", Value: []byte("v")}},
 	}
 	for _, s := range seeds {
 		b, err := wire.Marshal(s.msg)
@@ -131,6 +178,8 @@ func FuzzServeRequest(f *testing.F) {
 		f.Add(uint16(s.op), b)
 	}
 	s, sc := fuzzServer(f)
+	outside := filepath.Join(filepath.Dir(s.cfg.Root), "outside")
+	before := treeState(f, outside)
 	f.Fuzz(func(t *testing.T, op uint16, meta []byte) {
 		if tooBig(wire.Op(op), meta) {
 			return
@@ -143,6 +192,9 @@ func FuzzServeRequest(f *testing.F) {
 			if _, ok := err.(*wire.Error); !ok {
 				t.Fatalf("op %d: error of type %T: %v", op, err, err)
 			}
+		}
+		if after := treeState(t, outside); after != before {
+			t.Fatalf("op %s (%v) changed files outside the share:\n%s\n%s", wire.Op(op), err, before, after)
 		}
 	})
 }

@@ -89,36 +89,6 @@ func TestUnmarshalRefusesHostileCBOR(t *testing.T) {
 	}
 }
 
-// FuzzDecodeFrame feeds arbitrary bytes to the frame decoder and every
-// request message type: nothing may panic or allocate beyond the limits.
-func FuzzDecodeFrame(f *testing.F) {
-	for _, seed := range [][]byte{
-		frameBytes(TypeRequest, OpPing, 1, []byte{0xa0}, nil),
-		frameBytes(TypeRequest, OpRead, 2, mustMarshal(ReadReq{Tok: 1, Handle: 9, Offset: 1 << 40, Length: 1 << 20}), nil),
-		frameBytes(TypeRequest, OpWrite, 3, mustMarshal(WriteReq{Tok: 1, Handle: 9}), []byte("hello")),
-		frameBytes(TypeRequest, OpRename, 4, mustMarshal(RenameReq{Tok: 1, Old: "a/b", New: "../etc"}), nil),
-		frameBytes(TypeError, OpGetAttr, 5, mustMarshal(Error{Code: CodeNotExist, Message: "x"}), nil),
-		frameBytes(TypeRequest, OpSetXattr, 6, mustMarshal(SetXattrReq{Tok: 1, Path: "a", Name: "user.x", Value: make([]byte, XattrValueMax)}), nil),
-		{0, 0, 0},
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err := ReadFrame(bytes.NewReader(b))
-		if err != nil {
-			return
-		}
-		if int(fr.MetaLen) != len(fr.Meta) || int(fr.DataLen) != len(fr.Data) {
-			t.Fatalf("lengths disagree: %+v", fr.Header)
-		}
-		for _, v := range []any{&AuthReq{}, &PathReq{}, &OpenReq{}, &ReadReq{}, &WriteReq{}, &RenameReq{},
-			&SetAttrReq{}, &TruncateReq{}, &ResolveReq{}, &MountEntry{}, &ACLSetReq{}, &Error{}, &ReadDirResp{},
-			&XattrReq{}, &SetXattrReq{}, &XattrResp{}, &ListXattrResp{}} {
-			_ = Unmarshal(fr.Meta, v)
-		}
-	})
-}
-
 func mustMarshal(v any) []byte {
 	b, err := Marshal(v)
 	if err != nil {
