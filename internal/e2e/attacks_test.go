@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/testenv/snap"
 	"pando.dev/pando/internal/wire"
@@ -28,6 +30,13 @@ func TestAttacks(t *testing.T) {
 		{"requests", attackRequests},                    // one user's requests in flight
 		{"refused-write", attackRefusedWrite},           // refused bytes kept in the cache and shown to readers
 		{"revoked-connection", attackRevokedConnection}, // a revoked user's live connection
+		// What held before, and must keep holding.
+		{"hostile-paths", attackHostilePaths},               // '..', NUL, absolute paths, links out of the root
+		{"malformed-frames", attackMalformedFrames},         // garbage, oversized lengths, undecodable meta
+		{"foreign-certificates", attackForeignCertificates}, // another domain's CA
+		{"tokens", attackRevokedAndExpiredTokens},           // expired and revoked tokens
+		{"forged-tokens", attackForgedTokens},               // altered, foreign and another user's tokens
+		{"silent-connections", attackSilentConnections},     // 2,000 silent connections, 500 half handshakes
 	} {
 		t.Run(a.name, a.run)
 	}
@@ -156,5 +165,86 @@ func attackLinks(t *testing.T) {
 	})
 	if t.Failed() {
 		t.Logf("share log:\n%s", strings.TrimSpace(d.shares["data"].output()))
+	}
+}
+
+// attackForgedTokens presents tokens that are not the caller's own valid
+// one: altered in any byte, issued to another user, and for another
+// share. Each is refused and the connection serves nothing with it.
+func attackForgedTokens(t *testing.T) {
+	d := newDomain(t, "d")
+	d.addShare("data")
+	d.addShare("other")
+	bob := d.addUser("bob")
+	carol := d.addUser("carol")
+	d.pando(d.admin, "acl", "set", "/d/data", "bob", "read").ok()
+	d.pando(d.admin, "acl", "set", "/d/data", "carol", "read").ok()
+	ctx := context.Background()
+	resolve := func(cfg, p string) wire.ResolveResp {
+		var res wire.ResolveResp
+		if err := d.client(cfg).ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: p}, &res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	mine := resolve(bob, "/d/data")
+	conn := dialShare(t, bob, mine.Addrs[0], "data")
+	for i := 0; i < len(mine.Token); i += max(1, len(mine.Token)/40) {
+		forged := append([]byte(nil), mine.Token...)
+		forged[i] ^= 0x20
+		if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: forged}, nil, nil, nil); err == nil {
+			t.Fatalf("a token altered at byte %d was accepted", i)
+		}
+	}
+	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: resolve(carol, "/d/data").Token}, nil, nil, nil); wire.CodeOf(err) != wire.CodeTokenInvalid {
+		t.Errorf("carol's token on bob's connection: %v", err)
+	}
+	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: resolve(bob, "/d/other").Token}, nil, nil, nil); wire.CodeOf(err) != wire.CodeTokenInvalid {
+		t.Errorf("a token for share other at share data: %v", err)
+	}
+	// Nothing installed, nothing served; the real token still works.
+	if _, err := conn.Call(ctx, wire.OpGetAttr, wire.PathReq{Tok: 1, Path: ""}, nil, nil, nil); wire.CodeOf(err) != wire.CodeNoToken {
+		t.Errorf("a request after refused tokens: %v", err)
+	}
+	var auth wire.AuthResp
+	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: mine.Token}, nil, &auth, nil); err != nil {
+		t.Fatalf("bob's own token: %v", err)
+	}
+}
+
+// attackSilentConnections holds 2,000 connections that say nothing and 500
+// that stop halfway through the TLS handshake against a share: it keeps
+// serving everyone else, and frees them all once they go.
+func attackSilentConnections(t *testing.T) {
+	d := newDomain(t, "d")
+	root := d.addShare("data")
+	os.WriteFile(filepath.Join(root, "f"), []byte("still here"), 0o644)
+	addr, _ := shareAddr(t, d, "data")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 2500; i++ {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		held = append(held, c)
+		if i >= 2000 {
+			// The first bytes of a ClientHello, then nothing.
+			c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
+		}
+	}
+	if got := d.pando(d.admin, "cat", "/d/data/f").ok().stdout; got != "still here" {
+		t.Fatalf("with 2,500 silent connections held: %q", got)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	if got := d.pando(d.admin, "cat", "/d/data/f").ok().stdout; got != "still here" {
+		t.Fatalf("after they went: %q", got)
 	}
 }

