@@ -74,7 +74,7 @@ func unreachable(err error) bool {
 
 // note records the outcome of a request to the controller.
 func (c *Client) note(err error) {
-	if err != nil && !unreachable(err) && wire.CodeOf(err) == 0 {
+	if wire.CodeOf(err) == 0 && errors.Is(err, context.Canceled) {
 		return // cancelled by the caller: no news
 	}
 	h := &c.health

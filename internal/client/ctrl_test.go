@@ -224,3 +224,31 @@ func TestControllerAddresses(t *testing.T) {
 		t.Errorf("status with no controller reachable: %+v", st)
 	}
 }
+
+// TestMountTableReadAgain: with the controller up, a mount added elsewhere
+// is seen by the first request after the table's TTL (it waits for the
+// table being read again, rather than going on with the old one).
+func TestMountTableReadAgain(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(d.Admin, client.Options{MountTTL: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Stat(ctx, "/uva/alpha/f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, "/uva/beta"); err == nil {
+		t.Fatal("/uva/beta exists before it is mounted")
+	}
+	d.AddShare("beta") // through another client
+	time.Sleep(150 * time.Millisecond)
+	if _, err := c.ReadDir(ctx, "/uva/beta"); err != nil {
+		t.Fatalf("the first request after the TTL does not see the new mount: %v", err)
+	}
+}
