@@ -15,11 +15,19 @@ import (
 // with write-back) read cached and uncached files, stat, list, write new
 // files and read them back with no error, for as long as it is away: here
 // 20 s, four times the mount table's TTL and past the tokens' renewal
-// point (tokens of 30 s, renewed at 20 s). The agents' stats say the
+// point (tokens of 30 s, renewed from 20 s on). The agents' stats say the
 // controller is down; once it is back they say up (the tokens are renewed
-// before they expire) and everything still works.
+// before they expire) and everything still works. PANDO_CTRL_OUTAGE=2m
+// runs it with a longer outage (and tokens half as long again).
 func TestControllerKilled(t *testing.T) {
-	const ttl, outage = "30s", 20 * time.Second
+	outage := 20 * time.Second
+	if s := os.Getenv("PANDO_CTRL_OUTAGE"); s != "" {
+		var err error
+		if outage, err = time.ParseDuration(s); err != nil || outage < 10*time.Second {
+			t.Fatalf("PANDO_CTRL_OUTAGE=%s: want a duration of 10s or more", s)
+		}
+	}
+	ttl := (outage * 3 / 2).String()
 	d := newDomain(t, "uva", "--token-ttl", ttl)
 	root := d.addShare("alpha")
 	const cached, uncached = 5, 400
