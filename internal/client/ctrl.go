@@ -31,7 +31,7 @@ const (
 	// refreshWait is how long a request waits for a mount table being
 	// read again while the controller is thought up, before it goes on
 	// with the table held.
-	refreshWait = 2 * time.Second
+	refreshWait = time.Second
 	// bgTimeout bounds a background request to the controller.
 	bgTimeout = 15 * time.Second
 	// dialEach bounds the dial of each address when there are several.

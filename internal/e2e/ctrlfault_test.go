@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,69 +31,9 @@ func TestControllerKilled(t *testing.T) {
 	}
 	ttl := (outage * 3 / 2).String()
 	d := newDomain(t, "uva", "--token-ttl", ttl)
-	root := d.addShare("alpha")
-	const cached, uncached = 5, 400
-	for i := range cached {
-		putTestFile(t, filepath.Join(root, fmt.Sprintf("c%d", i)), fmt.Sprintf("cached %d", i))
-	}
-	for i := range uncached {
-		putTestFile(t, filepath.Join(root, fmt.Sprintf("u%d", i)), fmt.Sprintf("uncached %d", i))
-	}
-	modes := []string{"window", "callback"}
-	agents := map[string]*agentProc{
-		"window":   mountAgent(t, d.admin),
-		"callback": mountAgent(t, d.admin, "--consistency", "callback", "--write", "back"),
-	}
-	for _, m := range modes {
-		a := agents[m]
-		dir := filepath.Join(a.dir, "uva", "alpha")
-		a.settle(t, dir)
-		for i := range cached {
-			if _, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("c%d", i))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if st := controllerState(t, a); st != "up" {
-			t.Fatalf("%s agent: controller %s before it was killed", m, st)
-		}
-	}
-
-	// What a program does on each mount, round i; every failure is kept.
-	var failed []string
-	ops := 0
-	written := map[string][]string{}
-	round := func(i int) {
-		for _, m := range modes {
-			dir := filepath.Join(agents[m].dir, "uva", "alpha")
-			fail := func(what string, err error) {
-				failed = append(failed, fmt.Sprintf("%s agent, round %d, %s: %v", m, i, what, err))
-			}
-			ops += 6
-			c := fmt.Sprintf("c%d", i%cached)
-			if got, err := os.ReadFile(filepath.Join(dir, c)); err != nil || string(got) != fmt.Sprintf("cached %d", i%cached) {
-				fail("read of cached "+c, fmt.Errorf("%q %v", got, err))
-			}
-			if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
-				fail("stat", err)
-			}
-			if ents, err := os.ReadDir(dir); err != nil || len(ents) < cached+uncached {
-				fail("ls", fmt.Errorf("%d entries, %v", len(ents), err))
-			}
-			u := fmt.Sprintf("u%d", i%uncached)
-			if got, err := os.ReadFile(filepath.Join(dir, u)); err != nil || string(got) != fmt.Sprintf("uncached %d", i%uncached) {
-				fail("read of "+u, fmt.Errorf("%q %v", got, err))
-			}
-			w := fmt.Sprintf("%s-%d", m, i)
-			if err := os.WriteFile(filepath.Join(dir, w), []byte("written "+w), 0o644); err != nil {
-				fail("write of "+w, err)
-			} else {
-				written[m] = append(written[m], w)
-			}
-			if got, err := os.ReadFile(filepath.Join(dir, w)); err != nil || string(got) != "written "+w {
-				fail("read back of "+w, fmt.Errorf("%q %v", got, err))
-			}
-		}
-	}
+	w := newCtrlWorkload(t, d, "window", "callback")
+	modes, agents, root := w.modes, w.agents, w.root
+	round := w.round
 
 	if err := d.ctrl.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -103,7 +45,7 @@ func TestControllerKilled(t *testing.T) {
 		round(i)
 		time.Sleep(100 * time.Millisecond)
 	}
-	during, failedDuring := ops, len(failed)
+	during, failedDuring := w.ops, len(w.failed)
 	for _, m := range modes {
 		if st := controllerState(t, agents[m]); st != "down" {
 			t.Errorf("%s agent: controller %s after %v killed", m, st, time.Since(killed).Round(time.Second))
@@ -139,21 +81,173 @@ func TestControllerKilled(t *testing.T) {
 	if out := runPando(t, "", d.admin, "stats", "--cache-dir", a.cacheDir).ok().stdout; !strings.Contains(out, "controller up (at "+d.addr+")") {
 		t.Errorf("pando stats with the controller back:\n%s", out)
 	}
-	for _, f := range failed[:min(len(failed), 10)] {
-		t.Error(f)
-	}
-	if len(failed) > 0 {
-		t.Errorf("%d of %d operations failed (%d of %d while the controller was away)", len(failed), ops, failedDuring, during)
-	}
+	w.check(failedDuring, during)
 
 	// What was written reached the share: at each close, and for the
 	// write-back agent once it stops (it sends what it kept back).
 	agents["callback"].unmount(t)
 	for _, m := range modes {
-		for _, w := range written[m] {
-			if got, err := os.ReadFile(filepath.Join(root, w)); err != nil || string(got) != "written "+w {
-				t.Errorf("%s at the share: %q %v", w, got, err)
+		for _, f := range w.written[m] {
+			if got, err := os.ReadFile(filepath.Join(root, f)); err != nil || string(got) != "written "+f {
+				t.Errorf("%s at the share: %q %v", f, got, err)
 			}
+		}
+	}
+}
+
+// TestControllerFrozen: a controller that stops answering without closing
+// anything (SIGSTOP: its connections stay up, new ones are accepted by the
+// kernel and never served) holds no operation on a mount up for longer
+// than one wait for the mount table (1 s), and none fails; the agent
+// finds it down when its requests time out, and up once it runs again.
+func TestControllerFrozen(t *testing.T) {
+	// Past the mount table's TTL (5 s) and then the 15 s bound on the
+	// agent's background request for it.
+	const outage = 25 * time.Second
+	d := newDomain(t, "uva")
+	w := newCtrlWorkload(t, d, "window")
+	a := w.agents["window"]
+	if err := d.ctrl.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	cont := sync.OnceFunc(func() { d.ctrl.cmd.Process.Signal(syscall.SIGCONT) })
+	defer cont()
+	i := 0
+	for ; time.Since(frozen) < outage; i++ {
+		w.round(i)
+		time.Sleep(100 * time.Millisecond)
+	}
+	during, failedDuring := w.ops, len(w.failed)
+	t.Logf("%d operations in %v with the controller frozen: %d failed, the slowest took %v", during, outage, failedDuring, w.slowest.Round(time.Millisecond))
+	if st := controllerState(t, a); st != "down" {
+		t.Errorf("controller %s after %v frozen", st, time.Since(frozen).Round(time.Second))
+	}
+	// A bound far above the 1 s the agent waits, below the 15 s a request
+	// to the frozen controller lasts.
+	if w.slowest > 10*time.Second {
+		t.Errorf("an operation took %v with the controller frozen", w.slowest)
+	}
+	cont()
+	back := time.Now()
+	for ; controllerState(t, a) != "up"; i++ {
+		if time.Since(back) > 30*time.Second {
+			t.Fatal("the agent still says the controller is down 30s after it ran again")
+		}
+		w.round(i)
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.round(i)
+	w.check(failedDuring, during)
+}
+
+// ctrlWorkload is what programs do on mounts while the controller is away:
+// each round reads a cached file, stats it, lists the directory, reads a
+// file never read before, writes a new file and reads it back.
+type ctrlWorkload struct {
+	t       *testing.T
+	root    string
+	modes   []string
+	agents  map[string]*agentProc
+	failed  []string
+	ops     int
+	written map[string][]string
+	slowest time.Duration
+}
+
+const ctrlCached, ctrlUncached = 5, 400
+
+// newCtrlWorkload adds share alpha to d with files to read, and mounts an
+// agent per mode ("window": the default; "callback": with write-back),
+// each with the cached files read once.
+func newCtrlWorkload(t *testing.T, d *domain, modes ...string) *ctrlWorkload {
+	t.Helper()
+	w := &ctrlWorkload{t: t, root: d.addShare("alpha"), modes: modes, agents: map[string]*agentProc{}, written: map[string][]string{}}
+	for i := range ctrlCached {
+		putTestFile(t, filepath.Join(w.root, fmt.Sprintf("c%d", i)), fmt.Sprintf("cached %d", i))
+	}
+	for i := range ctrlUncached {
+		putTestFile(t, filepath.Join(w.root, fmt.Sprintf("u%d", i)), fmt.Sprintf("uncached %d", i))
+	}
+	for _, m := range modes {
+		var a *agentProc
+		if m == "callback" {
+			a = mountAgent(t, d.admin, "--consistency", "callback", "--write", "back")
+		} else {
+			a = mountAgent(t, d.admin)
+		}
+		w.agents[m] = a
+		dir := filepath.Join(a.dir, "uva", "alpha")
+		a.settle(t, dir)
+		for i := range ctrlCached {
+			if _, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("c%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := controllerState(t, a); st != "up" {
+			t.Fatalf("%s agent: controller %s before the fault", m, st)
+		}
+	}
+	return w
+}
+
+// round runs round i on every mount, keeping every failure and the
+// slowest operation.
+func (w *ctrlWorkload) round(i int) {
+	for _, m := range w.modes {
+		dir := filepath.Join(w.agents[m].dir, "uva", "alpha")
+		op := func(what string, fn func() error) {
+			w.ops++
+			t0 := time.Now()
+			err := fn()
+			w.slowest = max(w.slowest, time.Since(t0))
+			if err != nil {
+				w.failed = append(w.failed, fmt.Sprintf("%s agent, round %d, %s: %v", m, i, what, err))
+			}
+		}
+		read := func(name, want string) func() error {
+			return func() error {
+				got, err := os.ReadFile(filepath.Join(dir, name))
+				if err == nil && string(got) != want {
+					err = fmt.Errorf("read %q, want %q", got, want)
+				}
+				return err
+			}
+		}
+		c := fmt.Sprintf("c%d", i%ctrlCached)
+		op("read of cached "+c, read(c, fmt.Sprintf("cached %d", i%ctrlCached)))
+		op("stat of "+c, func() error { _, err := os.Stat(filepath.Join(dir, c)); return err })
+		op("ls", func() error {
+			ents, err := os.ReadDir(dir)
+			if err == nil && len(ents) < ctrlCached+ctrlUncached {
+				err = fmt.Errorf("%d entries", len(ents))
+			}
+			return err
+		})
+		u := fmt.Sprintf("u%d", i%ctrlUncached)
+		op("read of "+u, read(u, fmt.Sprintf("uncached %d", i%ctrlUncached)))
+		f := fmt.Sprintf("%s-%d", m, i)
+		op("write of "+f, func() error {
+			err := os.WriteFile(filepath.Join(dir, f), []byte("written "+f), 0o644)
+			if err == nil {
+				w.written[m] = append(w.written[m], f)
+			}
+			return err
+		})
+		op("read back of "+f, read(f, "written "+f))
+	}
+}
+
+// check fails the test if any operation failed.
+func (w *ctrlWorkload) check(failedDuring, during int) {
+	w.t.Helper()
+	for _, f := range w.failed[:min(len(w.failed), 10)] {
+		w.t.Error(f)
+	}
+	if len(w.failed) > 0 {
+		w.t.Errorf("%d of %d operations failed (%d of %d during the fault)", len(w.failed), w.ops, failedDuring, during)
+		for _, m := range w.modes {
+			w.t.Logf("%s agent's log:\n%s", m, w.agents[m].output())
 		}
 	}
 }
