@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -192,6 +193,7 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 				return json.NewEncoder(w).Encode(st)
 			}
 			fmt.Fprintf(w, "mount %s  consistency %s  write %s  up %s  open files %d\n", st.MountPoint, st.Consistency, st.WriteMode, st.Uptime, st.OpenFiles)
+			fmt.Fprintln(w, controllerLine(st.Controller, time.Now()))
 			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct\n",
 				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct)
 			c := st.Cache

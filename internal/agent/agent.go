@@ -86,7 +86,7 @@ func Start(cfg Config) (*Agent, error) {
 	cfg.Cache.Log = cfg.Log
 	var sid [12]byte
 	_, _ = rand.Read(sid[:])
-	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true})
+	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true})
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +191,10 @@ type Stats struct {
 	// Refused counts files whose written data the share refused for good
 	// (rights, quota...): dropped from the cache, never sent again.
 	Refused uint64 `json:"refused"`
+	// Controller says whether the controller answers, and how old the
+	// mount table and tokens the agent holds are (it works on them while
+	// the controller is away, until the tokens expire).
+	Controller client.ControllerStatus `json:"controller"`
 }
 
 // Stats returns the agent's counters.
@@ -213,7 +217,7 @@ func (a *Agent) Stats() Stats {
 	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts,
-		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused()}
+		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), Controller: a.cl.ControllerStatus()}
 }
 
 func (a *Agent) serveControl() error {

@@ -74,6 +74,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descBound, bound)
 	gauge(descUnsent, float64(a.v.Unsent()))
 	gauge(descConflicts, float64(len(a.v.Conflicts())))
+	collectController(a.cl.ControllerStatus(), gauge, counter)
 	if o.Write == vfs.WriteBack {
 		d := a.v.Delegations()
 		gauge(descDelegs, float64(d.Held))

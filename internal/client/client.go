@@ -25,8 +25,13 @@ type Options struct {
 	// "safe" (authenticated, not encrypted) or "clear" (authenticated
 	// set-up only), if the share allows it.
 	Protection string
-	// MountTTL is how long the mount table is trusted (default 5s).
+	// MountTTL is how long the mount table is trusted before it is read
+	// again (default 5s). While no controller answers, the table held
+	// stays in use.
 	MountTTL time.Duration
+	// KeepFresh renews, in the background and ahead of expiry, the tokens
+	// used since they were fetched (an agent sets it).
+	KeepFresh bool
 	// Session names this client's invalidation session at shares (an
 	// agent sets it; changes it makes are then not reported back to it).
 	Session string
@@ -43,13 +48,21 @@ type Client struct {
 	ctrlTLS *tls.Config
 	cert    tls.Certificate
 
-	mu       sync.Mutex
-	ctrl     *rpc.Conn
-	mounts   []wire.MountEntry
-	mountsAt time.Time
-	targets  map[string]*target // by mount prefix
-	shares   map[string]*shareConn
-	closed   bool
+	addrs  []string // the controllers' addresses
+	health health
+	done   chan struct{} // closed by Close
+
+	mu         sync.Mutex
+	ctrl       *rpc.Conn
+	mounts     []wire.MountEntry
+	mountsAt   time.Time
+	mountsGen  uint64             // counts drops of the table (forgetMounts)
+	mountsDone chan struct{}      // a read of the table under way (refreshMounts)
+	mountsFrom time.Time          // when it began
+	targets    map[string]*target // by mount prefix
+	renewing   map[string]bool    // prefixes whose token is being renewed
+	shares     map[string]*shareConn
+	closed     bool
 
 	counts [256]atomic.Uint64 // requests sent, by op
 	data   atomic.Int64       // file data bytes sent and received
@@ -82,11 +95,14 @@ func (c *Client) count(op wire.Op) {
 type target struct {
 	wire.ResolveResp
 	fetched time.Time
+	used    atomic.Bool // since it was fetched
 }
 
-func (t *target) fresh(now time.Time) bool {
-	exp := time.Unix(0, t.Expires)
-	return now.Add(exp.Sub(t.fetched) / 10).Before(exp)
+func (t *target) expires() time.Time { return time.Unix(0, t.Expires) }
+
+// renewAt is when the token is renewed, ahead of its expiry.
+func (t *target) renewAt() time.Time {
+	return t.fetched.Add(time.Duration(float64(t.expires().Sub(t.fetched)) * renewAt))
 }
 
 // New makes a client from a configuration. It does not connect yet.
@@ -111,10 +127,14 @@ func New(cfg *config.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
-		cfg: cfg, opts: opts, ctrlTLS: ctrlTLS, cert: cert,
-		targets: make(map[string]*target), shares: make(map[string]*shareConn),
-	}, nil
+	c := &Client{
+		cfg: cfg, opts: opts, ctrlTLS: ctrlTLS, cert: cert, addrs: cfg.ControllerAddrs(), done: make(chan struct{}),
+		targets: make(map[string]*target), renewing: make(map[string]bool), shares: make(map[string]*shareConn),
+	}
+	if opts.KeepFresh {
+		go c.keepFresh()
+	}
+	return c, nil
 }
 
 // Domain is the client's home domain.
@@ -129,6 +149,9 @@ func (c *Client) Principal() string { return c.cfg.User + "@" + c.cfg.Domain }
 // Close ends every connection.
 func (c *Client) Close() error {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.done)
+	}
 	c.closed = true
 	ctrl := c.ctrl
 	c.ctrl = nil
@@ -165,9 +188,10 @@ func (c *Client) controller(ctx context.Context) (*rpc.Conn, error) {
 		return conn, nil
 	}
 	c.mu.Unlock()
-	conn, err := rpc.Dial(ctx, c.cfg.Controller, c.ctrlTLS, wire.ChannelControl)
+	conn, err := c.dialController(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to the controller of %s: %w", c.cfg.Domain, explain(err))
+		c.note(err)
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -192,7 +216,9 @@ func (c *Client) ControllerCall(ctx context.Context, op wire.Op, req, resp any) 
 		if wire.FateOf(err) == wire.Transient && errors.Is(err, rpc.ErrBroken) && op.Idempotent() && attempt == 0 {
 			continue
 		}
-		return explain(err)
+		err = explain(err)
+		c.note(err)
+		return err
 	}
 }
 
@@ -218,29 +244,47 @@ func Clean(p string) (string, error) {
 	return path.Clean(p), nil
 }
 
-// MountTable returns the controller's mount table (cached for MountTTL).
+// MountTable returns the controller's mount table. The table held is read
+// again after MountTTL; while no controller answers, the table held is
+// used, however old (a request waits for no controller then).
 func (c *Client) MountTable(ctx context.Context) ([]wire.MountEntry, error) {
 	c.mu.Lock()
-	if c.mounts != nil && time.Since(c.mountsAt) < c.opts.MountTTL {
-		m := c.mounts
-		c.mu.Unlock()
+	m, at := c.mounts, c.mountsAt
+	c.mu.Unlock()
+	if m == nil {
+		return c.readMounts(ctx)
+	}
+	if time.Since(at) < c.opts.MountTTL || !c.mayTry() {
 		return m, nil
 	}
-	c.mu.Unlock()
-	var resp wire.MountListResp
-	if err := c.ControllerCall(ctx, wire.OpMountList, wire.Empty{}, &resp); err != nil {
-		return nil, err
+	done, began := c.refreshMounts()
+	wait := time.Until(began.Add(refreshWait))
+	if c.ctrlDown() || wait <= 0 {
+		return m, nil
+	}
+	// The controller answered last: wait a moment for the new table, so
+	// that a mount changed elsewhere shows at once (not longer: a
+	// controller that does not answer must not hold requests up).
+	tm := time.NewTimer(wait)
+	defer tm.Stop()
+	select {
+	case <-done:
+	case <-tm.C:
+	case <-ctx.Done():
 	}
 	c.mu.Lock()
-	c.mounts, c.mountsAt = resp.Entries, time.Now()
-	c.mu.Unlock()
-	return resp.Entries, nil
+	defer c.mu.Unlock()
+	if c.mounts != nil {
+		m = c.mounts
+	}
+	return m, nil
 }
 
 // forgetMounts drops the cached mount table and tokens (after a change).
 func (c *Client) forgetMounts() {
 	c.mu.Lock()
 	c.mounts = nil
+	c.mountsGen++
 	c.targets = make(map[string]*target)
 	c.mu.Unlock()
 }
@@ -282,30 +326,53 @@ func (c *Client) Locate(ctx context.Context, gpath string) (Loc, error) {
 	return Loc{Global: g, Prefix: best.Prefix, Share: best.Share, Rel: rel}, nil
 }
 
-// target returns a fresh resolution (share addresses and token) for prefix.
+// target returns a resolution (share addresses and token) for prefix. A
+// token past renewAt of its life is renewed in the background and used
+// meanwhile; an expired one (or, with force, one a share refused) is
+// renewed before the request goes on.
 func (c *Client) target(ctx context.Context, prefix string, force bool) (*target, error) {
 	now := time.Now()
 	c.mu.Lock()
 	t := c.targets[prefix]
 	c.mu.Unlock()
-	if t != nil && !force && t.fresh(now) {
-		return t, nil
-	}
 	if c.fixed {
-		if t != nil && now.Before(time.Unix(0, t.Expires)) {
+		if t != nil && now.Before(t.expires()) {
 			return t, nil
 		}
 		return nil, wire.Errorf(wire.CodeTokenExpired, "the token delegated for %s has expired; the transfer's client must ask again", prefix)
 	}
+	if t != nil && !force && now.Before(t.expires()) {
+		t.used.Store(true)
+		if !now.Before(t.renewAt()) {
+			c.renewSoon(prefix, t.expires())
+		}
+		return t, nil
+	}
+	if t != nil && !c.mayTryBy(t.expires()) {
+		// Backing off from a controller that did not answer: fail at once.
+		return nil, c.tokenLapsed(prefix, t, force, c.lastCtrlErr())
+	}
 	resp, err := c.resolve(ctx, prefix, "")
 	if err != nil {
+		if t != nil && unreachable(err) {
+			return nil, c.tokenLapsed(prefix, t, force, err)
+		}
 		return nil, err
 	}
-	t = &target{ResolveResp: resp, fetched: now}
-	c.mu.Lock()
-	c.targets[prefix] = t
-	c.mu.Unlock()
+	t = c.keepTarget(prefix, resp)
+	t.used.Store(true)
 	return t, nil
+}
+
+// tokenLapsed explains why a request cannot go on: its token expired (or a
+// share refused it) and no controller answered for a new one.
+func (c *Client) tokenLapsed(prefix string, t *target, refused bool, err error) error {
+	what := fmt.Sprintf("the access token for %s expired at %s", prefix, t.expires().UTC().Format(time.RFC3339))
+	if refused {
+		what = fmt.Sprintf("share %s refused the access token for %s", t.Share, prefix)
+	}
+	return &ctrlError{msg: fmt.Sprintf("%s and no controller of %s answers to renew it (%v); requests there work again once one does",
+		what, c.cfg.Domain, err), err: err}
 }
 
 // resolve asks the controller for mount prefix's share and a token for it

@@ -13,4 +13,8 @@
 //     (rights, quota...) are never sent again. Nothing else is retried.
 //   - Errors from shares are *wire.Error values: errors.Is works with
 //     fs.ErrNotExist, fs.ErrPermission and syscall errnos.
+//   - The controller is off the data path: while none answers, the mount
+//     table and tokens held are used until the tokens expire (ctrl.go);
+//     requests that needed it fail with errors matching
+//     ErrControllerUnreachable.
 package client

@@ -263,6 +263,13 @@ func (s *shareConn) tok(ctx context.Context, conn *rpc.Conn, t *target) (uint32,
 	return resp.Tok, nil
 }
 
+// forgetSlot forgets that prefix's token is installed on conn.
+func (s *shareConn) forgetSlot(conn *rpc.Conn, prefix string) {
+	s.mu.Lock()
+	delete(s.slots[conn], prefix)
+	s.mu.Unlock()
+}
+
 // Request builds a request message for a token slot.
 type Request func(tok uint32) any
 
@@ -272,7 +279,7 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 	if loc.Share == "" {
 		return nil, nil, &wire.Error{Code: wire.CodeNotSupp, Message: fmt.Sprintf("%s is a directory of the namespace, above every share: it holds mounts, not files", loc.Global)}
 	}
-	force := false
+	force, reinstalled := false, false
 	for attempt := 0; attempt < 3; attempt++ {
 		t, err := c.target(ctx, loc.Prefix, force)
 		if err != nil {
@@ -309,6 +316,13 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 			// The share ended the connection and said why (a revoked
 			// principal): no fresh token or connection changes that.
 			return nil, conn, err
+		}
+		if wire.CodeOf(err) == wire.CodeNoToken && !reinstalled {
+			// The share lost the slot, not the token: install it again
+			// (which needs no controller).
+			reinstalled = true
+			sc.forgetSlot(conn, t.Prefix)
+			continue
 		}
 		switch wire.FateOf(err) {
 		case wire.Renew:

@@ -242,6 +242,7 @@ func (c *Client) Protection() string {
 // so it can act with no rights but the ones the token carries.
 func NewDelegated(cfg *config.Config, t wire.ResolveResp, opts Options) (*Client, error) {
 	opts.MountTTL = 100 * 365 * 24 * time.Hour
+	opts.KeepFresh = false // its token is renewed by whoever delegated it
 	c, err := New(cfg, opts)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"pando.dev/pando/internal/auth"
 )
@@ -23,10 +24,25 @@ import (
 type Config struct {
 	Domain     string `json:"domain"`
 	Controller string `json:"controller"` // host:port of the controller
-	User       string `json:"user"`
-	CA         string `json:"ca"`   // PEM of the domain's CA certificate
-	Cert       string `json:"cert"` // PEM of the user's certificate
-	Key        string `json:"key"`  // PEM of the user's private key
+	// Controllers lists more addresses of the domain's controllers (several
+	// serving one etcd store), tried in turn when Controller does not answer.
+	Controllers []string `json:"controllers,omitempty"`
+	User        string   `json:"user"`
+	CA          string   `json:"ca"`   // PEM of the domain's CA certificate
+	Cert        string   `json:"cert"` // PEM of the user's certificate
+	Key         string   `json:"key"`  // PEM of the user's private key
+}
+
+// ControllerAddrs returns every controller address the configuration knows,
+// Controller first, without repeats.
+func (c *Config) ControllerAddrs() []string {
+	var out []string
+	for _, a := range append([]string{c.Controller}, c.Controllers...) {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // ErrNoConfig is returned (wrapped) by Load when there is no file.

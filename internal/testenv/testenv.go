@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
@@ -40,12 +41,36 @@ func New(tb testing.TB, name string) *Domain {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ctrl.Close() })
 	admin, err := config.Load(ctrl.AdminBundlePath())
 	if err != nil {
+		ctrl.Close()
 		tb.Fatal(err)
 	}
-	return &Domain{Ctrl: ctrl, Admin: admin, Roots: map[string]string{}, Shares: map[string]*share.Running{}, dir: dir, tb: tb}
+	d := &Domain{Ctrl: ctrl, Admin: admin, Roots: map[string]string{}, Shares: map[string]*share.Running{}, dir: dir, tb: tb}
+	tb.Cleanup(d.StopController)
+	return d
+}
+
+// StopController closes the controller: its address refuses connections
+// until RestartController. Shares and clients keep running.
+func (d *Domain) StopController() {
+	if d.Ctrl != nil {
+		d.Ctrl.Close()
+		d.Ctrl = nil
+	}
+}
+
+// RestartController starts the controller again, on its state and at the
+// address it had, signing tokens that last tokenTTL (0: the default).
+func (d *Domain) RestartController(tokenTTL time.Duration) {
+	d.tb.Helper()
+	d.StopController()
+	ctrl, err := controller.Start(context.Background(), controller.Config{
+		StateDir: filepath.Join(d.dir, "controller"), Listen: d.Admin.Controller, TokenTTL: tokenTTL})
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	d.Ctrl = ctrl
 }
 
 // AddShare exports a new directory as share name, mounted at /<domain>/<name>.
@@ -77,7 +102,7 @@ func (d *Domain) AddShareAt(name, listen, advertise string) string {
 	}
 	d.tb.Cleanup(func() { s.Close() })
 	c := d.Client(d.Admin)
-	if err := c.MountAdd(context.Background(), "/"+d.Ctrl.Domain()+"/"+name, name, ""); err != nil {
+	if err := c.MountAdd(context.Background(), "/"+d.Admin.Domain+"/"+name, name, ""); err != nil {
 		d.tb.Fatal(err)
 	}
 	d.Roots[name], d.Shares[name] = root, s
