@@ -113,7 +113,7 @@ type entry struct {
 	mu   sync.Mutex
 	rec  record
 	f    *os.File
-	pins int // changed under c.mu and mu both
+	pins int             // changed under c.mu and mu both
 	io   int             // reads and writes of f under way without e.mu
 	use  map[int64]int64 // block -> logical time of last use (not persisted)
 	hit  atomic.Int64    // logical time of the last memory hit
