@@ -62,6 +62,33 @@ type health struct {
 	srtt    time.Duration
 	ping    *pingWait // the ping in flight, if any
 	last    *target   // the target last used, for the probe's dials
+	dials   map[uint64]context.CancelFunc
+	dialID  uint64
+}
+
+// untilDown returns a context that ends with ctx or when the share is
+// marked down, whichever comes first; stop releases it.
+func (s *shareConn) untilDown(ctx context.Context) (context.Context, func()) {
+	dctx, cancel := context.WithCancel(ctx)
+	s.h.mu.Lock()
+	if s.h.down {
+		s.h.mu.Unlock()
+		cancel()
+		return dctx, func() {}
+	}
+	if s.h.dials == nil {
+		s.h.dials = make(map[uint64]context.CancelFunc)
+	}
+	s.h.dialID++
+	id := s.h.dialID
+	s.h.dials[id] = cancel
+	s.h.mu.Unlock()
+	return dctx, func() {
+		s.h.mu.Lock()
+		delete(s.h.dials, id)
+		s.h.mu.Unlock()
+		cancel()
+	}
 }
 
 type pingWait struct {
@@ -163,6 +190,10 @@ func (s *shareConn) markDown(cause error) {
 	s.h.down, s.h.since, s.h.lastErr = true, time.Now(), cause
 	s.h.outages++
 	since := s.h.since
+	for id, cancel := range s.h.dials {
+		cancel()
+		delete(s.h.dials, id)
+	}
 	s.h.mu.Unlock()
 
 	s.mu.Lock()

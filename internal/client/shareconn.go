@@ -179,6 +179,9 @@ func (s *shareConn) slotLocked(idx int) **rpc.Conn {
 // up. Callers that find a dial of it under way wait for that dial.
 func (s *shareConn) connAt(ctx context.Context, t *target, idx int) (*rpc.Conn, error) {
 	for {
+		if err := s.downErr(); err != nil {
+			return nil, err
+		}
 		s.mu.Lock()
 		cur := *s.slotLocked(idx)
 		if cur != nil && cur.Err() == nil {
@@ -203,13 +206,21 @@ func (s *shareConn) connAt(ctx context.Context, t *target, idx int) (*rpc.Conn, 
 
 		var conn *rpc.Conn
 		var err error
+		// A dial under way when the share is marked down ends then.
+		dctx, stop := s.untilDown(ctx)
 		switch {
 		case idx < 0:
-			conn, err = s.dial(ctx, t, wire.ChannelControl)
+			conn, err = s.dial(dctx, t, wire.ChannelControl)
 		case s.c.opts.Protection != "" && s.c.opts.Protection != "private":
-			conn, err = s.dialPlain(ctx, t)
+			conn, err = s.dialPlain(dctx, t)
 		default:
-			conn, err = s.dial(ctx, t, wire.ChannelData)
+			conn, err = s.dial(dctx, t, wire.ChannelData)
+		}
+		stop()
+		if err != nil {
+			if derr := s.downErr(); derr != nil && ctx.Err() == nil {
+				err = derr
+			}
 		}
 		s.mu.Lock()
 		delete(s.dialing, idx)
