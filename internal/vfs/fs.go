@@ -24,15 +24,15 @@ type FS struct {
 	cache *cache.Cache
 	opts  Options
 
-	mu     sync.Mutex
-	attrs  map[string]attrEntry // by global path
-	dirs   map[string]dirEntry
+	mu    sync.Mutex
+	attrs map[string]attrEntry // by global path
+	dirs  map[string]dirEntry
 	// known keeps the last attributes and listings fetched of each path,
 	// which invalidations and this agent's own changes do not drop: what
 	// is served while the path's share is unreachable (see offline.go).
 	known     map[string]attrEntry
 	knownDirs map[string]dirEntry
-	opened map[string]uint64 // cache key -> version the kernel's page cache holds
+	opened    map[string]uint64 // cache key -> version the kernel's page cache holds
 	// opening holds handles whose share handle is being opened, by path.
 	opening map[string]map[*Handle]struct{}
 	// gen counts invalidations: an answer fetched before one must not
