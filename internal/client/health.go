@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +66,46 @@ type health struct {
 	last    *target   // the target last used, for the probe's dials
 	dials   map[uint64]context.CancelFunc
 	dialID  uint64
+	// silent: the share went down without a word (a ping or a dial
+	// timed out); otherwise it refused or dropped connections, and may
+	// have restarted elsewhere.
+	silent    bool
+	downAddrs []string // the addresses it could not be reached at
+}
+
+// mayHaveMoved reports whether a request to the share, which is down,
+// should first ask the controller where it is now: it went down by
+// refusing or dropping connections (its process is gone, and may have
+// been restarted on another port), not by falling silent. The question
+// costs a round trip to the controller, not a dial of the share.
+func (s *shareConn) mayHaveMoved() bool {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	return s.h.down && !s.h.silent
+}
+
+// moved reports whether t names other addresses than those the share
+// could not be reached at; if so, the share is up again, to be tried
+// there.
+func (s *shareConn) moved(t *target) bool {
+	s.h.mu.Lock()
+	same := slices.Equal(t.Addrs, s.h.downAddrs)
+	if !same {
+		s.h.last = t
+	}
+	s.h.mu.Unlock()
+	if same {
+		return false
+	}
+	s.markUp()
+	return true
+}
+
+// timeout reports whether err is a time out (no answer) rather than a
+// refusal.
+func timeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // untilDown returns a context that ends with ctx or when the share is
@@ -138,6 +180,33 @@ func (c *Client) DownErr(share string) error {
 	return s.downErr()
 }
 
+// Reachable returns nil unless the share of gpath is marked down, and
+// then its error, but for a share that went down refusing connections
+// and that the controller now places elsewhere (restarted on another
+// port): that one is tried again. It dials nothing.
+func (c *Client) Reachable(ctx context.Context, gpath string) error {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil || loc.Share == "" {
+		return nil
+	}
+	c.mu.Lock()
+	s := c.shares[loc.Share]
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	err = s.downErr()
+	if err == nil || c.fixed || !s.mayHaveMoved() {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.handshakeBound())
+	defer cancel()
+	if nt, rerr := c.target(rctx, loc.Prefix, true); rerr == nil && nt.Share == s.name && s.moved(nt) {
+		return nil
+	}
+	return s.downErr()
+}
+
 // threshold is how long a request waits with nothing received before the
 // share is pinged, and how long the ping may take.
 func (s *shareConn) threshold() time.Duration {
@@ -188,6 +257,11 @@ func (s *shareConn) markDown(cause error) {
 		return
 	}
 	s.h.down, s.h.since, s.h.lastErr = true, time.Now(), cause
+	s.h.silent = timeout(cause)
+	s.h.downAddrs = nil
+	if s.h.last != nil {
+		s.h.downAddrs = slices.Clone(s.h.last.Addrs)
+	}
 	s.h.outages++
 	since := s.h.since
 	for id, cancel := range s.h.dials {
@@ -398,8 +472,9 @@ func (s *shareConn) probe() {
 		}
 		s.h.mu.Lock()
 		s.h.lastErr = err
+		silent := s.h.silent
 		s.h.mu.Unlock()
-		if round%3 == 2 && !s.c.fixed {
+		if (!silent || round%3 == 2) && !s.c.fixed {
 			// Restarted elsewhere (another port)? Ask where it is now.
 			ctx, cancel := context.WithTimeout(context.Background(), s.handshakeBound())
 			if nt, rerr := s.c.target(ctx, t.Prefix, true); rerr == nil && nt.Share == s.name {

@@ -311,6 +311,16 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 		sc.h.last = t
 		sc.h.mu.Unlock()
 		if err := sc.downErr(); err != nil {
+			if channel == nil && !force && !c.fixed && sc.mayHaveMoved() {
+				// Restarted elsewhere? One question to the controller.
+				rctx, cancel := context.WithTimeout(ctx, sc.handshakeBound())
+				nt, rerr := c.target(rctx, loc.Prefix, true)
+				cancel()
+				if rerr == nil && nt.Share == sc.name && sc.moved(nt) {
+					force = true
+					continue
+				}
+			}
 			return nil, nil, err
 		}
 		conn := channel

@@ -65,13 +65,16 @@ func (v *FS) servesStale(p string) bool {
 }
 
 // downErr returns the error of p's share while it is marked down (nil
-// while it is up, or for paths above the shares). It asks nobody.
+// while it is up, or for paths above the shares). It dials nothing (see
+// client.Reachable).
 func (v *FS) downErr(ctx context.Context, p string) error {
+	return v.c.Reachable(ctx, p)
+}
+
+// isDown reports whether p's share is marked down now; it asks nobody.
+func (v *FS) isDown(ctx context.Context, p string) bool {
 	loc, err := v.c.Locate(ctx, p)
-	if err != nil || loc.Share == "" {
-		return nil
-	}
-	return v.c.DownErr(loc.Share)
+	return err == nil && loc.Share != "" && v.c.DownErr(loc.Share) != nil
 }
 
 // staleAttr answers a stat of p whose share could not be reached (err):
@@ -152,7 +155,7 @@ func (v *FS) validated(ctx context.Context, p string) time.Time {
 // staleValue is the value of StaleXattr for p, and whether it has one:
 // only while its share is unreachable and its cached copy is served.
 func (v *FS) staleValue(ctx context.Context, p string) ([]byte, bool) {
-	if v.downErr(ctx, p) == nil || !v.servesStale(p) {
+	if !v.isDown(ctx, p) || !v.servesStale(p) {
 		return nil, false
 	}
 	age := time.Since(v.validated(ctx, p))
