@@ -227,6 +227,10 @@ func TestShareKilled(t *testing.T) {
 			if !found {
 				t.Errorf("pando stats does not show share alpha down: %v", st["shares"])
 			}
+			metrics, err := exec.Command(pandoBin, "stats", "--metrics", "--cache-dir", a.cacheDir).Output()
+			if err != nil || !strings.Contains(string(metrics), `pando_share_up{share="alpha"} 0`) {
+				t.Errorf("/metrics does not show share alpha down (%v):\n%s", err, metrics)
+			}
 			if n := strings.Count(a.output(), "share unreachable"); n != 1 {
 				t.Errorf("the agent logged %d lines for one outage, want 1:\n%s", n, a.output())
 			}
