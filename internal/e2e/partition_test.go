@@ -371,3 +371,23 @@ func TestShareFrozenWriteBack(t *testing.T) {
 		}
 	}
 }
+
+// TestOfflineFlag: a mode --offline does not know is refused, in one
+// sentence that names the choices, and nothing is mounted; the CLI says
+// which share it cannot reach, with the exit code of an unavailable
+// server.
+func TestOfflineFlag(t *testing.T) {
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	os.WriteFile(filepath.Join(root, "f"), []byte("x"), 0o644)
+	dir := filepath.Join(t.TempDir(), "mnt")
+	os.MkdirAll(dir, 0o755)
+	d.pando(d.admin, "mount", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--offline", "sometimes", dir).
+		fails(2, "--offline", `"sometimes"`, "serve", "fail")
+	if mounted(dir) {
+		t.Errorf("%s was mounted although --offline was refused", dir)
+	}
+	d.shares["alpha"].signal(t, syscall.SIGKILL)
+	<-d.shares["alpha"].done
+	d.pando(d.admin, "cat", "/uva/alpha/f").fails(5, "cannot reach share alpha")
+}
