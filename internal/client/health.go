@@ -472,6 +472,7 @@ func (s *shareConn) probe() {
 		}
 		s.h.mu.Lock()
 		s.h.lastErr = err
+		s.h.silent = timeout(err) // a frozen share may have been killed since
 		silent := s.h.silent
 		s.h.mu.Unlock()
 		if (!silent || round%3 == 2) && !s.c.fixed {
