@@ -21,7 +21,7 @@ import (
 // mountFlags are the agent's flags, shared by pando mount and pando up.
 type mountFlags struct {
 	cacheDir, cacheSize, memory, blockSize string
-	consistency, write                     string
+	consistency, write, offline            string
 	policies                               []string
 	readAhead                              int
 	debug, noPassthrough                   bool
@@ -36,6 +36,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D, callback or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
+	cmd.Flags().StringVar(&f.offline, "offline", "serve", "while a share cannot be reached: serve (its cached files and listings stay readable, read-only and marked stale; not under strict) or fail")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
@@ -83,6 +84,9 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
 		return cfg, cli.Usagef("--write: %v", err)
+	}
+	if cfg.VFS.Offline, err = vfs.ParseOffline(f.offline); err != nil {
+		return cfg, cli.Usagef("--offline: %v", err)
 	}
 	for _, p := range f.policies {
 		pol, err := vfs.ParsePolicy(p)
@@ -231,6 +235,16 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			}
 			for share, age := range st.Staleness {
 				fmt.Fprintf(w, "share %s: last invalidation poll %s ago\n", share, age)
+			}
+			for _, s := range st.Shares {
+				if s.Up {
+					continue
+				}
+				what := "cached files served read-only, stale"
+				if s.Serving == "fail" {
+					what = "its paths fail (--offline=fail)"
+				}
+				fmt.Fprintf(w, "share %s: UNREACHABLE for %s (%s); %s\n", s.Share, time.Since(s.Since).Round(time.Second), s.LastErr, what)
 			}
 			if d := st.Delegations; d != nil {
 				fmt.Fprintf(w, "write delegations: %d held, %d granted, %d recalled, %d lost with data kept back\n", d.Held, d.Granted, d.Recalls, d.Lost)

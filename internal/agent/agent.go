@@ -86,7 +86,7 @@ func Start(cfg Config) (*Agent, error) {
 	cfg.Cache.Log = cfg.Log
 	var sid [12]byte
 	_, _ = rand.Read(sid[:])
-	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true})
+	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +170,12 @@ type Stats struct {
 	// Staleness is, per share under poll, the age of the share's last
 	// confirmation of this agent's cache: how stale answers may be.
 	Staleness map[string]string `json:"staleness,omitempty"`
+	// Shares is the reachability of each share used: up or down, since
+	// when, why, and (down) whether cached data is served stale.
+	Shares []vfs.ShareState `json:"shares,omitempty"`
+	// Offline is what the mount does with cached data while a share is
+	// down: serve or fail.
+	Offline string `json:"offline"`
 	// Delegations counts write delegations (write mode back).
 	Delegations *vfs.DelegStats `json:"delegations,omitempty"`
 	Cache       cache.Stats     `json:"cache"`
@@ -214,7 +220,7 @@ func (a *Agent) Stats() Stats {
 		dl = &d
 	}
 	conflicts := a.v.Conflicts()
-	return Stats{Staleness: stale, Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
+	return Stats{Staleness: stale, Shares: a.v.Shares(), Offline: o.Offline.String(), Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts,
 		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), Controller: a.cl.ControllerStatus()}

@@ -28,12 +28,18 @@ var (
 		"Per share under poll or callback: how long ago the share last confirmed this agent's cache (its last successful poll or long poll).", []string{"share"}, nil)
 	descBound = prometheus.NewDesc("pando_stale_bound_seconds",
 		"How old an answer of this mount may be under its default consistency mode: D for window and poll (plus one poll), 0 for strict and callback, +Inf for immutable.", nil, nil)
-	descUnsent    = prometheus.NewDesc("pando_unsent_files", "Files whose data has not reached their share yet.", nil, nil)
-	descConflicts = prometheus.NewDesc("pando_conflicts", "Conflicts met since the agent started (local versions kept beside the files).", nil, nil)
-	descDelegs    = prometheus.NewDesc("pando_write_delegations", "Write delegations held now.", nil, nil)
-	descGranted   = prometheus.NewDesc("pando_write_delegations_granted_total", "Write delegations granted.", nil, nil)
-	descRecalls   = prometheus.NewDesc("pando_write_delegation_recalls_total", "Write delegations the shares recalled.", nil, nil)
-	descLost      = prometheus.NewDesc("pando_write_delegations_lost_total", "Write delegations lost while data was kept back.", nil, nil)
+	descShareUp = prometheus.NewDesc("pando_share_up",
+		"Per share used: 1 while it answers, 0 while it is marked unreachable (cached data is then served stale unless --offline=fail).", []string{"share"}, nil)
+	descShareSince = prometheus.NewDesc("pando_share_state_seconds",
+		"Per share used: how long it has been in its present state (up or unreachable).", []string{"share"}, nil)
+	descShareOutages = prometheus.NewDesc("pando_share_outages_total", "Per share used: times it was marked unreachable.", []string{"share"}, nil)
+	descShareRTT     = prometheus.NewDesc("pando_share_rtt_seconds", "Per share used: the smoothed round trip of its pings, which its deadlines follow.", []string{"share"}, nil)
+	descUnsent       = prometheus.NewDesc("pando_unsent_files", "Files whose data has not reached their share yet.", nil, nil)
+	descConflicts    = prometheus.NewDesc("pando_conflicts", "Conflicts met since the agent started (local versions kept beside the files).", nil, nil)
+	descDelegs       = prometheus.NewDesc("pando_write_delegations", "Write delegations held now.", nil, nil)
+	descGranted      = prometheus.NewDesc("pando_write_delegations_granted_total", "Write delegations granted.", nil, nil)
+	descRecalls      = prometheus.NewDesc("pando_write_delegation_recalls_total", "Write delegations the shares recalled.", nil, nil)
+	descLost         = prometheus.NewDesc("pando_write_delegations_lost_total", "Write delegations lost while data was kept back.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
@@ -66,6 +72,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if d >= 0 {
 			gauge(descConfirmed, d.Seconds(), share)
 		}
+	}
+	for _, s := range a.v.Shares() {
+		up := 0.0
+		if s.Up {
+			up = 1
+		}
+		gauge(descShareUp, up, s.Share)
+		if !s.Since.IsZero() {
+			gauge(descShareSince, time.Since(s.Since).Seconds(), s.Share)
+		}
+		counter(descShareOutages, float64(s.Outages), s.Share)
+		gauge(descShareRTT, s.RTT.Seconds(), s.Share)
 	}
 	bound := staleBound(o.Consistency).Seconds()
 	if o.Consistency.Mode == vfs.Immutable {

@@ -52,7 +52,7 @@ func NewEnvIn(ctx context.Context, base string) (*Env, error) {
 		return nil, err
 	}
 	e.ctrl = c
-	e.closes = append(e.closes, func() { c.Close() })
+	e.closes = append(e.closes, func() { e.ctrl.Close() }) // the one running then (see faultsController)
 	if e.Admin, err = config.Load(c.AdminBundlePath()); err != nil {
 		e.Close()
 		return nil, err

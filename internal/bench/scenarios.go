@@ -64,6 +64,7 @@ func Scenarios() []Scenario {
 		{"recall", "a write delegation on a large file kept back by one agent, recalled by another's read near its end: time to that block beside the whole file", runRecall},
 		{"lock", "six agents compete for one lock file by hard-linking, per consistency mode: fairness, time to acquire, RPCs (GVFS)", runLock},
 		{"transfer", "pando cp memory-to-memory and disk-to-disk, 1 and 4 streams, by RTT, beside the raw link, Go's TLS and globus-url-copy; 10,000 small files", runTransfer},
+		{"faults", "a share frozen (SIGSTOP) per consistency mode: time to the first answered read, cached and not, and to fresh data once it answers again; operations failed while the controller is stopped", runFaults},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
 	}
 }

@@ -90,7 +90,7 @@ func ExitCode(err error) int {
 	case errors.Is(err, fs.ErrPermission), wire.CodeOf(err) >= wire.CodeTokenExpired && wire.CodeOf(err) <= wire.CodeNoToken,
 		errors.Is(err, config.ErrNoConfig):
 		return ExitPermission
-	case errors.Is(err, rpc.ErrBroken), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, rpc.ErrBroken), errors.Is(err, client.ErrUnreachable), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, context.DeadlineExceeded):
 		return ExitUnavailable
 	}
 	return ExitFailure

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type Options struct {
 	// channel, in the background, rather than at the first bulk request
 	// (an agent sets it: its first cold read then waits for no handshake).
 	EarlyData bool
+	// Log, if set, gets one line when a share goes down and one when it
+	// comes back (unless a health hook takes them, see SetHealthHook).
+	Log *slog.Logger
 }
 
 // Client talks to one domain's controller and its shares.
@@ -63,6 +67,7 @@ type Client struct {
 	renewing   map[string]bool    // prefixes whose token is being renewed
 	shares     map[string]*shareConn
 	closed     bool
+	hook       func(HealthEvent)
 
 	counts [256]atomic.Uint64 // requests sent, by op
 	data   atomic.Int64       // file data bytes sent and received

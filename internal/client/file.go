@@ -465,7 +465,7 @@ func (f *File) Sync(ctx context.Context) error {
 // Close releases the handle at the share.
 func (f *File) Close(ctx context.Context) error {
 	f.c.count(wire.OpClose)
-	_, err := f.conn.Call(ctx, wire.OpClose, wire.HandleReq{Handle: f.handle}, nil, nil, nil)
+	_, err := f.c.share(f.loc.Share).callOn(ctx, f.conn, wire.OpClose, wire.HandleReq{Handle: f.handle}, nil, nil, nil)
 	if errors.Is(err, rpc.ErrBroken) {
 		return nil // the share released the handle with the connection
 	}

@@ -28,6 +28,8 @@ type shareConn struct {
 	// closed when it is done.
 	dialing map[int]chan struct{}
 	closed  bool
+
+	h shareHealth // reachability (see health.go)
 }
 
 type slot struct {
@@ -41,6 +43,7 @@ func (c *Client) share(name string) *shareConn {
 	s := c.shares[name]
 	if s == nil {
 		s = &shareConn{c: c, name: name, slots: make(map[*rpc.Conn]map[string]slot)}
+		s.h.since = time.Now()
 		c.shares[name] = s
 	}
 	return s
@@ -71,11 +74,20 @@ func (s *shareConn) dial(ctx context.Context, t *target, channel byte) (*rpc.Con
 	if err != nil {
 		return nil, err
 	}
+	// A frozen share accepts TCP connections (its kernel does) but
+	// never answers the TLS handshake: the dial is bounded.
+	bound := s.handshakeBound()
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	var last error
 	for _, addr := range t.Addrs {
 		conn, err := rpc.Dial(ctx, addr, conf, channel)
 		if err == nil {
 			return conn, nil
+		}
+		if ctx.Err() == context.DeadlineExceeded {
+			last = fmt.Errorf("%s did not complete a connection within %s: %w", addr, bound, ctx.Err())
+			break
 		}
 		last = explain(err)
 	}
@@ -114,7 +126,7 @@ func (s *shareConn) dialPlain(ctx context.Context, t *target) (*rpc.Conn, error)
 	}
 	var resp wire.TicketResp
 	s.c.count(wire.OpTicket)
-	if _, err := ctl.Call(ctx, wire.OpTicket, wire.TicketReq{Protection: s.c.opts.Protection}, nil, &resp, nil); err != nil {
+	if _, err := s.callOn(ctx, ctl, wire.OpTicket, wire.TicketReq{Protection: s.c.opts.Protection}, nil, &resp, nil); err != nil {
 		return nil, err
 	}
 	st, _ := ctl.ConnectionState()
@@ -126,7 +138,10 @@ func (s *shareConn) dialPlain(ctx context.Context, t *target) (*rpc.Conn, error)
 	if s.c.opts.Protection == "clear" {
 		ch = wire.ChannelDataClear
 	}
-	conn, err := rpc.DialPlain(ctx, ctl.Addr(), ch, resp.Ticket, key)
+	bound := s.handshakeBound()
+	dctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	conn, err := rpc.DialPlain(dctx, ctl.Addr(), ch, resp.Ticket, key)
 	if err != nil {
 		return nil, &UnreachableError{Share: s.name, Err: err}
 	}
@@ -164,6 +179,9 @@ func (s *shareConn) slotLocked(idx int) **rpc.Conn {
 // up. Callers that find a dial of it under way wait for that dial.
 func (s *shareConn) connAt(ctx context.Context, t *target, idx int) (*rpc.Conn, error) {
 	for {
+		if err := s.downErr(); err != nil {
+			return nil, err
+		}
 		s.mu.Lock()
 		cur := *s.slotLocked(idx)
 		if cur != nil && cur.Err() == nil {
@@ -188,13 +206,21 @@ func (s *shareConn) connAt(ctx context.Context, t *target, idx int) (*rpc.Conn, 
 
 		var conn *rpc.Conn
 		var err error
+		// A dial under way when the share is marked down ends then.
+		dctx, stop := s.untilDown(ctx)
 		switch {
 		case idx < 0:
-			conn, err = s.dial(ctx, t, wire.ChannelControl)
+			conn, err = s.dial(dctx, t, wire.ChannelControl)
 		case s.c.opts.Protection != "" && s.c.opts.Protection != "private":
-			conn, err = s.dialPlain(ctx, t)
+			conn, err = s.dialPlain(dctx, t)
 		default:
-			conn, err = s.dial(ctx, t, wire.ChannelData)
+			conn, err = s.dial(dctx, t, wire.ChannelData)
+		}
+		stop()
+		if err != nil {
+			if derr := s.downErr(); derr != nil && ctx.Err() == nil {
+				err = derr
+			}
 		}
 		s.mu.Lock()
 		delete(s.dialing, idx)
@@ -249,7 +275,8 @@ func (s *shareConn) tok(ctx context.Context, conn *rpc.Conn, t *target) (uint32,
 	}
 	var resp wire.AuthResp
 	s.c.count(wire.OpAuth)
-	if _, err := conn.Call(ctx, wire.OpAuth, wire.AuthReq{Token: t.Token, Session: s.c.opts.Session}, nil, &resp, nil); err != nil {
+	sent := time.Now()
+	if _, err := s.callOn(ctx, conn, wire.OpAuth, wire.AuthReq{Token: t.Token, Session: s.c.opts.Session}, nil, &resp, nil); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -260,6 +287,7 @@ func (s *shareConn) tok(ctx context.Context, conn *rpc.Conn, t *target) (uint32,
 	}
 	m[t.Prefix] = slot{tok: resp.Tok, token: t.Token}
 	s.mu.Unlock()
+	s.sample(time.Since(sent))
 	return resp.Tok, nil
 }
 
@@ -286,18 +314,38 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 			return nil, nil, err
 		}
 		sc := c.share(t.Share)
+		sc.h.mu.Lock()
+		sc.h.last = t
+		sc.h.mu.Unlock()
+		if err := sc.downErr(); err != nil {
+			if channel == nil && !force && !c.fixed && sc.mayHaveMoved() {
+				// Restarted elsewhere? One question to the controller.
+				rctx, cancel := context.WithTimeout(ctx, sc.handshakeBound())
+				nt, rerr := c.target(rctx, loc.Prefix, true)
+				cancel()
+				if rerr == nil && nt.Share == sc.name && sc.moved(nt) {
+					force = true
+					continue
+				}
+			}
+			return nil, nil, err
+		}
 		conn := channel
 		if conn == nil {
 			conn, err = sc.conn(ctx, t, dataCh)
-			if err != nil && !force {
+			if err != nil && !force && errors.Is(err, ErrUnreachable) && ctx.Err() == nil {
 				// The share may have moved (restarted on another port,
 				// re-registered): ask the controller where it is now.
-				if _, rerr := c.target(ctx, loc.Prefix, true); rerr == nil {
+				if nt, rerr := c.target(ctx, loc.Prefix, true); rerr == nil && !sameAddrs(nt, t) {
 					force = true
 					continue
 				}
 			}
 			if err != nil {
+				sc.dialFailed(ctx, err)
+				if derr := sc.downErr(); derr != nil {
+					return nil, nil, derr
+				}
 				return nil, nil, err
 			}
 		}
@@ -305,7 +353,7 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 		if err == nil {
 			var out []byte
 			c.count(op)
-			out, err = conn.Call(ctx, op, build(tok), data, resp, buf)
+			out, err = sc.callOn(ctx, conn, op, build(tok), data, resp, buf)
 			if err == nil {
 				c.data.Add(int64(len(data) + len(out)))
 				return out, conn, nil
@@ -332,10 +380,31 @@ func (c *Client) call(ctx context.Context, loc Loc, op wire.Op, build Request, d
 		case wire.Refused:
 			return nil, conn, err // never sent again
 		}
-		if errors.Is(err, rpc.ErrBroken) && channel == nil && op.Idempotent() && attempt == 0 {
-			continue
+		if errors.Is(err, rpc.ErrBroken) {
+			if derr := sc.downErr(); derr != nil {
+				// Closed by the watchdog (or broken at the same time):
+				// every request on the share fails together.
+				return nil, conn, derr
+			}
+			if channel == nil && op.Idempotent() && attempt == 0 {
+				continue
+			}
+			return nil, conn, &UnreachableError{Share: t.Share, Err: err}
 		}
 		return nil, conn, err
 	}
 	return nil, nil, fmt.Errorf("%s %s: the share keeps refusing fresh tokens", op, loc.Global)
+}
+
+// sameAddrs reports whether two resolutions name the same addresses.
+func sameAddrs(a, b *target) bool {
+	if len(a.Addrs) != len(b.Addrs) {
+		return false
+	}
+	for i := range a.Addrs {
+		if a.Addrs[i] != b.Addrs[i] {
+			return false
+		}
+	}
+	return true
 }

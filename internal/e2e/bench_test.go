@@ -26,8 +26,9 @@ func TestBenchQuick(t *testing.T) {
 	lock := map[string]bench.Row{}
 	for _, row := range rep.Rows {
 		seen[row.Scenario]++
-		// Under a weak mode one agent may get every acquisition.
-		if row.Value <= 0 && row.Metric != "consistency RPCs" && row.Metric != "acquisitions min" {
+		// Under a weak mode one agent may get every acquisition; no
+		// operation should fail without a controller.
+		if row.Value <= 0 && row.Metric != "consistency RPCs" && row.Metric != "acquisitions min" && row.Metric != "operations failed" {
 			t.Errorf("%s %s %s: value %v", row.Scenario, row.Case, row.Metric, row.Value)
 		}
 		if row.Ref != "" && row.RefValue <= 0 {

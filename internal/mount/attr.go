@@ -6,10 +6,14 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -55,6 +59,11 @@ func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
+	if errors.Is(err, client.ErrUnreachable) {
+		// Before the errno a refused dial carries (ECONNREFUSED): the
+		// share, not a local socket, is what cannot be reached.
+		return syscall.EHOSTUNREACH
+	}
 	var en syscall.Errno
 	if errors.As(err, &en) {
 		return en
@@ -79,8 +88,68 @@ func errno(err error) syscall.Errno {
 // detach keeps operations running when the kernel interrupts the calling
 // process (Go programs are signalled all the time for preemption): a
 // rename or write must not fail with EINTR half done. Every operation has
-// its own deadline in the client.
-func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+// its own deadline in the client. But a caller that is being killed
+// (SIGKILL, or a signal whose default action ends it) cannot leave the
+// kernel until the agent answers: for it, the interrupt cancels the
+// operation (EINTR), at once or as soon as the kill comes, so that kill -9
+// ends a program blocked on an unreachable share. done must be called
+// when the operation ends.
+func detach(ctx context.Context) (context.Context, func()) {
+	d := context.WithoutCancel(ctx)
+	if ctx.Done() == nil {
+		return d, func() {}
+	}
+	pid := callerPid(ctx)
+	if pid == 0 {
+		return d, func() {}
+	}
+	d, cancel := context.WithCancel(d)
+	stop := context.AfterFunc(ctx, func() {
+		// Interrupted: the kernel sends one interrupt per request, so
+		// watch the caller until the operation ends.
+		t := time.NewTicker(killPoll)
+		defer t.Stop()
+		for {
+			if dying(pid) {
+				cancel()
+				return
+			}
+			select {
+			case <-d.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return d, func() {
+		stop()
+		cancel()
+	}
+}
+
+// killPoll is how often an interrupted caller is checked for a kill.
+const killPoll = 100 * time.Millisecond
+
+// dying reports whether thread tid has a fatal signal pending: the kernel
+// marks every thread of a process being killed with SIGKILL (also for a
+// signal whose default action is to end the process). A thread that is
+// gone is dying too.
+func dying(tid uint32) bool {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k != "SigPnd" && k != "ShdPnd" {
+			continue
+		}
+		if set, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && set&(1<<(uint(syscall.SIGKILL)-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // callerPid is the process a FUSE request came from (0 if unknown).
 func callerPid(ctx context.Context) uint32 {

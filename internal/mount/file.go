@@ -41,7 +41,8 @@ var (
 
 // Read reads from the cache, filling it from the share.
 func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	b, done, err := f.h.ReadSlice(ctx, dest, off)
 	if err != nil {
 		done()
@@ -105,7 +106,8 @@ func (f *file) dropBehind(off, n int64) {
 
 // Write writes into the cache (close mode) or to the share (through mode).
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	n, err := f.h.Write(ctx, data, off)
 	if err != nil {
 		return uint32(n), f.m.fail("write", f.h.Path(), err)
@@ -116,7 +118,8 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 // Flush runs on every close(2): unsent data goes to the share now, and a
 // failure is close's error.
 func (f *file) Flush(ctx context.Context) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	err := f.h.Flush(ctx)
 	// The locks go even when the data could not: it stays in the cache,
 	// marked dirty, and is sent again.
@@ -131,7 +134,8 @@ func (f *file) Flush(ctx context.Context) syscall.Errno {
 // while a writer's release was under way was refused by the kernel (EIO)
 // now and then.
 func (f *file) Release(ctx context.Context) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	err := f.h.Release(context.WithoutCancel(ctx))
 	f.n.closed(f)
 	f.m.untrack(f)
@@ -140,7 +144,8 @@ func (f *file) Release(ctx context.Context) syscall.Errno {
 
 // Getattr returns the open file's attributes.
 func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	a, err := f.h.Getattr(ctx)
 	if err != nil {
 		return f.m.fail("fstat", f.h.Path(), err)
@@ -159,14 +164,16 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 
 // Fsync sends unsent data and makes it durable at the share.
 func (f *file) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	return f.m.fail("fsync", f.h.Path(), f.h.Fsync(ctx))
 }
 
 // Allocate supports only what changes nothing but the size: plain
 // allocation that extends the file. Other modes are not supported.
 func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	if mode == unix.FALLOC_FL_KEEP_SIZE {
 		return 0 // reserving space changes nothing the share could see
 	}

@@ -41,7 +41,7 @@ func (f *file) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags
 	if e != 0 {
 		return e
 	}
-	r, err := f.h.TestLock(detach(ctx), l)
+	r, err := f.h.TestLock(context.WithoutCancel(ctx), l)
 	if err != nil {
 		return f.m.fail("getlk", f.h.Path(), err)
 	}
@@ -72,7 +72,7 @@ func (f *file) setlk(ctx context.Context, lk *fuse.FileLock, flags uint32, wait 
 	}
 	// The calls to the share run to the end, so that the share's locks
 	// and the caller's idea of them agree; only a wait is cut short.
-	err := f.h.Lock(detach(ctx), l, wait, ctx.Done(), flags&fuse.FUSE_LK_FLOCK != 0)
+	err := f.h.Lock(context.WithoutCancel(ctx), l, wait, ctx.Done(), flags&fuse.FUSE_LK_FLOCK != 0)
 	if wire.CodeOf(err) == wire.CodeLocked {
 		return syscall.EAGAIN
 	}

@@ -64,7 +64,8 @@ func (n *node) v() *vfs.FS { return n.m.v }
 
 // entry fills out for a child and returns its inode.
 func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.EntryOut) *fs.Inode {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	ino := n.m.ino(ctx, p, a)
 	fillAttr(&out.Attr, a, ino)
 	out.SetEntryTimeout(n.m.entryTimeout(p))
@@ -75,7 +76,8 @@ func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.Entry
 
 // Lookup finds a child by name.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().GetAttr(ctx, p)
 	if err != nil {
@@ -90,7 +92,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // Getattr returns attributes, through the open file when there is one.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	var a wire.Attr
 	var err error
@@ -109,7 +112,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 
 // Setattr changes mode, times or size.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	var r wire.SetAttrReq
 	if m, ok := in.GetMode(); ok {
@@ -155,7 +159,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 
 // Readdir lists a directory.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	entries, err := n.v().ReadDir(ctx, p)
 	if err != nil {
@@ -172,7 +177,8 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // Open opens a file.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	pid := callerPid(ctx)
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	h, err := n.v().Open(ctx, p, flags)
 	if err != nil {
@@ -197,7 +203,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // Create creates and opens a file.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := path.Join(n.gpath(), name)
 	h, a, err := n.v().Create(ctx, p, flags, mode)
 	if err != nil {
@@ -211,7 +218,8 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 
 // Mkdir creates a directory.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().Mkdir(ctx, p, mode)
 	if err != nil {
@@ -222,21 +230,24 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 // Unlink removes a file.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := path.Join(n.gpath(), name)
 	return n.m.fail("unlink", p, n.v().Unlink(ctx, p))
 }
 
 // Rmdir removes a directory.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := path.Join(n.gpath(), name)
 	return n.m.fail("rmdir", p, n.v().Rmdir(ctx, p))
 }
 
 // Rename moves a child to another directory of the same mount.
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
 		return syscall.EINVAL // RENAME_EXCHANGE and whiteouts are not supported
 	}
@@ -247,7 +258,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 // Symlink creates a symbolic link.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().Symlink(ctx, target, p)
 	if err != nil {
@@ -258,7 +270,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Readlink reads a symbolic link.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	t, err := n.v().Readlink(ctx, p)
 	if err != nil {
@@ -269,7 +282,8 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 // Link makes a hard link.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	oldp := "/" + target.EmbeddedInode().Path(nil)
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().Link(ctx, oldp, p)
@@ -282,7 +296,8 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // Statfs describes the share behind the node (the first share for
 // directories above the shares).
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	st, err := n.v().StatFS(ctx, n.gpath())
 	if err != nil {
 		// Namespace directories hold no data: report an empty file system.
@@ -297,7 +312,8 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 
 // Fsync on a node without a handle has nothing to send.
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	if fh := asFile(f); fh != nil {
 		return fh.Fsync(ctx, flags)
 	}

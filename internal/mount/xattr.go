@@ -13,7 +13,8 @@ import (
 // Getxattr copies the value of attr into dest; a dest too small for it
 // (empty when the caller asks for the size) gets the size and ERANGE.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	val, err := n.v().GetXattr(ctx, p, attr)
 	if err != nil {
@@ -28,7 +29,8 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 // Listxattr fills dest with the attribute names, each ended by a NUL, as
 // Getxattr does with a value.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	names, err := n.v().ListXattr(ctx, p)
 	if err != nil {
@@ -46,7 +48,8 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 
 // Setxattr sets attr; flags are setxattr(2)'s, which the protocol's are.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	if wire.CheckXattrFlags(flags) != nil { // the protocol's values are Linux's
 		return syscall.EINVAL
@@ -56,7 +59,8 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 
 // Removexattr removes attr.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	ctx = detach(ctx)
+	ctx, done := detach(ctx)
+	defer done()
 	p := n.gpath()
 	return n.m.fail("removexattr", p, n.v().RemoveXattr(ctx, p, attr))
 }

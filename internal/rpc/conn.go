@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pando.dev/pando/internal/wire"
@@ -34,6 +35,25 @@ type Conn struct {
 	done    chan struct{}
 
 	onNotify func(op wire.Op, id uint32, meta []byte)
+
+	// lastRecv is when bytes last arrived (unix ns): a watchdog tells a
+	// connection that is slow from one that went silent.
+	lastRecv atomic.Int64
+}
+
+// LastRecv is when the connection last received bytes (when it was set
+// up, before any).
+func (c *Conn) LastRecv() time.Time { return time.Unix(0, c.lastRecv.Load()) }
+
+// stamper records when reads return bytes.
+type stamper struct{ c *Conn }
+
+func (s stamper) Read(p []byte) (int, error) {
+	n, err := s.c.nc.Read(p)
+	if n > 0 {
+		s.c.lastRecv.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 type call struct {
@@ -145,6 +165,7 @@ func newConn(ctx context.Context, nc net.Conn, addr string, channel byte) (*Conn
 	}
 	_ = nc.SetDeadline(time.Time{})
 	c := &Conn{nc: nc, addr: addr, pending: make(map[uint32]*call), done: make(chan struct{})}
+	c.lastRecv.Store(time.Now().UnixNano())
 	go c.readLoop()
 	return c, nil
 }
@@ -362,7 +383,7 @@ func (c *Conn) send(ctx context.Context, typ byte, op wire.Op, id uint32, meta, 
 }
 
 func (c *Conn) readLoop() {
-	br := bufio.NewReaderSize(c.nc, 256<<10)
+	br := bufio.NewReaderSize(stamper{c}, 256<<10)
 	var hb [wire.HeaderSize]byte
 	for {
 		if _, err := io.ReadFull(br, hb[:]); err != nil {

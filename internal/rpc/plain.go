@@ -90,6 +90,7 @@ func DialPlain(ctx context.Context, addr string, channel byte, ticket, key []byt
 		}
 	}
 	c := &Conn{nc: nc, addr: addr, pending: make(map[uint32]*call), done: make(chan struct{})}
+	c.lastRecv.Store(time.Now().UnixNano())
 	go c.readLoop()
 	return c, nil
 }

@@ -24,10 +24,15 @@ type FS struct {
 	cache *cache.Cache
 	opts  Options
 
-	mu     sync.Mutex
-	attrs  map[string]attrEntry // by global path
-	dirs   map[string]dirEntry
-	opened map[string]uint64 // cache key -> version the kernel's page cache holds
+	mu    sync.Mutex
+	attrs map[string]attrEntry // by global path
+	dirs  map[string]dirEntry
+	// known keeps the last attributes and listings fetched of each path,
+	// which invalidations and this agent's own changes do not drop: what
+	// is served while the path's share is unreachable (see offline.go).
+	known     map[string]attrEntry
+	knownDirs map[string]dirEntry
+	opened    map[string]uint64 // cache key -> version the kernel's page cache holds
 	// opening holds handles whose share handle is being opened, by path.
 	opening map[string]map[*Handle]struct{}
 	// gen counts invalidations: an answer fetched before one must not
@@ -54,6 +59,7 @@ type FS struct {
 	refusals      atomic.Uint64 // files whose refused data was dropped (see refuse)
 	quit          chan struct{}
 	log           *slog.Logger
+	started       time.Time // when this run began (see validated)
 	// notify, if set, tells the kernel to forget a path (set by the edge).
 	notify func(g string)
 }
@@ -151,10 +157,13 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
+	v := &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
+		known: make(map[string]attrEntry), knownDirs: make(map[string]dirEntry),
 		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
-		asking: make(map[delegFile]*askingDeleg), quit: make(chan struct{}), log: opts.Log}
+		asking: make(map[delegFile]*askingDeleg), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
+	c.SetHealthHook(v.logHealth)
+	return v
 }
 
 // Client is the client the file system uses.
@@ -249,6 +258,7 @@ func (v *FS) setIf(p string, a wire.Attr, ok func() bool) {
 		return
 	}
 	v.attrs[p] = attrEntry{a: a, at: time.Now()}
+	v.known[p] = v.attrs[p]
 	v.mu.Unlock()
 	v.persistAttr(p, a)
 }
@@ -284,7 +294,15 @@ func (v *FS) persistedAttr(p string) (wire.Attr, bool) {
 
 // GetAttr returns the attributes of p (not following a final symlink),
 // from the attribute cache while it is fresh under p's consistency mode.
+// While p's share is unreachable, what is cached is served however old
+// (see offline.go).
 func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
+	return v.getAttr(ctx, p, true)
+}
+
+// getAttr is GetAttr; stale says whether an unreachable share's cached
+// attributes may be given.
+func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, error) {
 	pol := v.opts.policy(p)
 	v.mu.Lock()
 	e, ok := v.attrs[p]
@@ -297,6 +315,12 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 	}
 	if v.unlisted(ctx, p, pol) {
 		return wire.Attr{}, syscall.ENOENT
+	}
+	if err := v.downErr(ctx, p); err != nil {
+		if !stale {
+			return wire.Attr{}, err
+		}
+		return v.staleAttr(p, e, ok, err)
 	}
 	if v.listParent(ctx, p, pol) {
 		v.mu.Lock()
@@ -322,11 +346,15 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 	g := v.generation()
 	a, err := v.c.Stat(ctx, p)
 	if err != nil {
+		if stale && unreachable(err) {
+			return v.staleAttr(p, e, ok, err)
+		}
 		if errors.Is(err, fs.ErrNotExist) && pol.Mode != Strict {
 			v.mu.Lock()
 			if v.gen == g {
 				v.attrs[p] = attrEntry{at: time.Now(), neg: true}
 			}
+			delete(v.known, p)
 			v.mu.Unlock()
 		}
 		return wire.Attr{}, err
@@ -382,12 +410,16 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	v.mu.Lock()
 	if e, ok := v.attrs[p]; ok && v.gen == g && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
 		v.attrs[p] = attrEntry{a: a, at: time.Now()}
+		v.known[p] = v.attrs[p]
 	}
 	v.mu.Unlock()
 }
 
 // Mkdir creates a directory.
 func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error) {
+	if err := v.downErr(ctx, p); err != nil {
+		return wire.Attr{}, err
+	}
 	d := v.dropCount()
 	a, err := v.c.Mkdir(ctx, p, mode)
 	if err != nil {
@@ -400,6 +432,9 @@ func (v *FS) Mkdir(ctx context.Context, p string, mode uint32) (wire.Attr, error
 
 // Unlink removes a file.
 func (v *FS) Unlink(ctx context.Context, p string) error {
+	if err := v.downErr(ctx, p); err != nil {
+		return err
+	}
 	v.waitOpens(ctx, p)
 	v.settle(p)
 	v.mu.Lock()
@@ -407,6 +442,9 @@ func (v *FS) Unlink(ctx context.Context, p string) error {
 	v.mu.Unlock()
 	err := v.c.Remove(ctx, p)
 	v.forget(p)
+	if err == nil {
+		v.gone(p)
+	}
 	if err == nil && known && !ae.neg {
 		v.unlinked(ctx, p, ae.a)
 	}
@@ -415,13 +453,22 @@ func (v *FS) Unlink(ctx context.Context, p string) error {
 
 // Rmdir removes an empty directory.
 func (v *FS) Rmdir(ctx context.Context, p string) error {
+	if err := v.downErr(ctx, p); err != nil {
+		return err
+	}
 	err := v.c.Rmdir(ctx, p)
 	v.forgetTree(p)
+	if err == nil {
+		v.gone(p)
+	}
 	return err
 }
 
 // Rename moves oldp to newp.
 func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) error {
+	if err := v.downErr(ctx, oldp); err != nil {
+		return err
+	}
 	v.waitOpens(ctx, oldp)
 	v.waitOpens(ctx, newp)
 	v.settle(oldp)
@@ -429,11 +476,18 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 	err := v.c.Rename(ctx, oldp, newp, noReplace)
 	v.forgetTree(oldp)
 	v.forgetTree(newp)
+	if err == nil {
+		v.gone(oldp)
+		v.gone(newp)
+	}
 	return err
 }
 
 // Symlink creates p pointing at target.
 func (v *FS) Symlink(ctx context.Context, target, p string) (wire.Attr, error) {
+	if err := v.downErr(ctx, p); err != nil {
+		return wire.Attr{}, err
+	}
 	d := v.dropCount()
 	a, err := v.c.Symlink(ctx, target, p)
 	if err != nil {
@@ -449,6 +503,9 @@ func (v *FS) Readlink(ctx context.Context, p string) (string, error) { return v.
 
 // Link makes newp a hard link to oldp.
 func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
+	if err := v.downErr(ctx, oldp); err != nil {
+		return wire.Attr{}, err
+	}
 	v.settle(oldp)
 	d := v.dropCount()
 	a, err := v.c.Link(ctx, oldp, newp)
@@ -463,6 +520,9 @@ func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
 // SetAttr changes mode, times or size of p. A size change is applied to
 // the share at once and to the cached data.
 func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Attr, error) {
+	if err := v.downErr(ctx, p); err != nil {
+		return wire.Attr{}, err
+	}
 	d := v.dropCount()
 	a, err := v.c.SetAttr(ctx, p, r)
 	v.forget(p)

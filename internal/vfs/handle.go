@@ -73,6 +73,17 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		// since it looked is not opened through.
 		return nil, syscall.ELOOP
 	}
+	if wantsWrite(flags) {
+		// Read-only while the share cannot be reached, but for data
+		// a write delegation keeps back.
+		key, err := v.Key(ctx, p, a)
+		if err != nil {
+			return nil, err
+		}
+		if err := v.checkWritable(ctx, p, key); err != nil {
+			return nil, err
+		}
+	}
 	h, err := v.newHandle(ctx, p, a, flags)
 	if err != nil {
 		return nil, err
@@ -109,6 +120,9 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 
 // Create creates (or with O_EXCL exclusively creates) p and opens it.
 func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle, wire.Attr, error) {
+	if err := v.downErr(ctx, p); err != nil {
+		return nil, wire.Attr{}, err
+	}
 	wf := wire.OpenWrite
 	if flags&accMode == syscall.O_RDWR {
 		wf |= wire.OpenRead

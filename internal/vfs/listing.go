@@ -54,6 +54,7 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 	own := v.drops == d
 	if own {
 		v.attrs[p] = attrEntry{a: a, at: time.Now()}
+		v.known[p] = v.attrs[p]
 		if listed && (mode == Window || mode == Poll) {
 			entries := make([]wire.DirEntry, 0, len(l.entries)+1)
 			for _, e := range l.entries {
@@ -162,6 +163,9 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	if ok && v.freshFor(ctx, p, pol, d.at) {
 		return d.entries, nil
 	}
+	if err := v.downErr(ctx, p); err != nil {
+		return v.staleListing(p, d, ok, err)
+	}
 	// A listing from before (this run or an earlier one) is still good if
 	// the directory has not changed since: its version says so, and
 	// checking that costs one getattr instead of the whole listing.
@@ -173,7 +177,7 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 			v.mu.Unlock()
 			return l.Entries, nil
 		}
-		if a, err := v.GetAttr(ctx, p); err == nil && a.Version == l.Dir.Version && a.Ino == l.Dir.Ino {
+		if a, err := v.getAttr(ctx, p, false); err == nil && a.Version == l.Dir.Version && a.Ino == l.Dir.Ino {
 			v.mu.Lock()
 			if v.gen == g {
 				v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
@@ -189,6 +193,9 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	}
 	entries, dirAttr, data, err := v.c.ReadDirData(ctx, p, fileMax, budget)
 	if err != nil {
+		if unreachable(err) {
+			return v.staleListing(p, d, ok, err)
+		}
 		return nil, err
 	}
 	for i := range entries {
@@ -213,12 +220,14 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 		return entries, nil
 	}
 	v.dirs[p] = dirEntry{entries: entries, at: now}
+	v.knownDirs[p] = v.dirs[p]
 	for _, e := range entries {
 		kid := path.Join(p, e.Name)
 		if old, ok := v.attrs[kid]; e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
 			continue // never back to an older version
 		}
 		v.attrs[kid] = attrEntry{a: e.Attr, at: now}
+		v.known[kid] = v.attrs[kid]
 	}
 	v.mu.Unlock()
 	for _, e := range entries {

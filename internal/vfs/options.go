@@ -160,6 +160,9 @@ type Options struct {
 	ReadAhead    int
 	ReadAheadMax int
 	Log          *slog.Logger
+	// Offline says what is done with cached data while its share cannot
+	// be reached (see offline.go).
+	Offline Offline
 }
 
 // policy returns the consistency for a global path: the longest matching

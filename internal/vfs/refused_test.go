@@ -125,6 +125,17 @@ func TestRefusedWriteFailsAtWrite(t *testing.T) {
 	}
 }
 
+// waitUp waits until the client of v has found share back (its probe of
+// a share marked down runs in the background).
+func waitUp(t *testing.T, v *FS, share string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); v.c.DownErr(share) != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("share %s is not found back: %v", share, v.c.DownErr(share))
+		}
+	}
+}
+
 // proxied adds share alpha behind a proxy that a test can cut and
 // restore: down closes it (and its connections), up opens it again.
 func proxied(t *testing.T, d *testenv.Domain) (root string, down, up func()) {
@@ -174,6 +185,7 @@ func TestRefusedAtCloseRevertsTheCache(t *testing.T) {
 		t.Fatal("the write while the share is unreachable was not kept")
 	}
 	up()
+	waitUp(t, v, "alpha")
 	err = h.Flush(ctx)
 	if !errors.Is(err, fs.ErrPermission) || !wire.Permanent(err) {
 		t.Fatalf("close of data the share refuses: %v", err)
@@ -243,6 +255,7 @@ func TestReplayDropsRefusedData(t *testing.T) {
 		t.Fatal("the replay dropped data it could not send for a passing reason")
 	}
 	up()
+	waitUp(t, v, "alpha")
 	if r := v.Replay(ctx, log); r.Refused != 1 || r.Waiting != 0 || r.Sent != 0 {
 		t.Fatalf("replay of data the share refuses: %+v", r)
 	}

@@ -220,8 +220,10 @@ func (v *FS) RetryUnsent(log *slog.Logger) {
 			case <-ctx.Done():
 				return
 			case <-time.After(wait):
+				wait = min(2*wait, retryMax)
+			case <-kick:
+				wait = retryMin // a share came back, or a write-back failed
 			}
-			wait = min(2*wait, retryMax)
 			continue
 		}
 		wait = retryMin

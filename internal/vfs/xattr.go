@@ -23,11 +23,26 @@ func (v *FS) GetXattr(ctx context.Context, p, name string) ([]byte, error) {
 	if !wire.XattrTravels(name) {
 		return nil, syscall.ENODATA
 	}
-	return v.c.GetXattr(ctx, p, name)
+	if name == StaleXattr {
+		if val, ok := v.staleValue(ctx, p); ok {
+			return val, nil
+		}
+	}
+	val, err := v.c.GetXattr(ctx, p, name)
+	if name == StaleXattr && unreachable(err) {
+		// Found out just now.
+		if val, ok := v.staleValue(ctx, p); ok {
+			return val, nil
+		}
+	}
+	return val, err
 }
 
 // ListXattr returns the names of p's extended attributes.
 func (v *FS) ListXattr(ctx context.Context, p string) ([]string, error) {
+	if _, ok := v.staleValue(ctx, p); ok {
+		return []string{StaleXattr}, nil
+	}
 	names, err := v.c.ListXattr(ctx, p)
 	if err != nil {
 		return nil, err
@@ -47,6 +62,9 @@ func (v *FS) SetXattr(ctx context.Context, p, name string, value []byte, flags u
 	if !wire.XattrTravels(name) {
 		return syscall.ENOTSUP
 	}
+	if err := v.downErr(ctx, p); err != nil {
+		return err
+	}
 	d := v.dropCount()
 	a, err := v.c.SetXattr(ctx, p, name, value, flags)
 	return v.changedXattr(p, a, d, err)
@@ -56,6 +74,9 @@ func (v *FS) SetXattr(ctx context.Context, p, name string, value []byte, flags u
 func (v *FS) RemoveXattr(ctx context.Context, p, name string) error {
 	if !wire.XattrTravels(name) {
 		return syscall.ENOTSUP
+	}
+	if err := v.downErr(ctx, p); err != nil {
+		return err
 	}
 	d := v.dropCount()
 	a, err := v.c.RemoveXattr(ctx, p, name)
