@@ -122,6 +122,8 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "d/../etc", Name: "security.capability", Flags: 7}},
 		{wire.OpRemoveXattr, wire.XattrReq{Tok: 1, Path: "", Name: "user."}},
 		{wire.OpLock, wire.LockReq{Tok: 1, Handle: 1, Type: wire.LockWrite, Start: -1, Len: 1 << 62}},
+		{wire.OpStage, wire.HandleReq{Tok: 1, Handle: 1}},
+		{wire.OpCommit, wire.CommitReq{Tok: 1, Handle: 1, Size: -1, Mtime: 1}},
 	}
 	for _, s := range seeds {
 		b, err := wire.Marshal(s.msg)

@@ -69,6 +69,10 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.putFile(req)
 	case wire.OpPush:
 		return s.push(ctx, req)
+	case wire.OpStage:
+		return s.openStage(req)
+	case wire.OpCommit:
+		return s.commit(req)
 	case wire.OpTicket:
 		return s.issueTicket(req)
 	}
@@ -247,6 +251,12 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	// Opening names a file, never a symlink: the mount's kernel resolves
 	// links itself, the CLI asks the share to (OpenFollow, resolved above),
 	// and a name that became a link since is refused (O_NOFOLLOW: ELOOP).
+	// A reader sees one version: a commit to the file waits for it (see
+	// commitGate), and it for a commit under way.
+	gate := func() {}
+	if osFlags&(os.O_WRONLY|os.O_RDWR) == 0 {
+		gate = s.commits.open(rel, holderOf(req))
+	}
 	f, err := s.tree.openFile(rel, osFlags, s.safeMode(r.Mode))
 	if err == nil && created {
 		if err = s.own(rel, r.Mode); err != nil {
@@ -254,10 +264,12 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 		}
 	}
 	if err != nil {
+		gate()
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	a, err := fileAttr(f)
 	if err != nil {
+		gate()
 		f.Close()
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
@@ -270,7 +282,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	}
 	writing := osFlags&(os.O_WRONLY|os.O_RDWR) != 0
 	hid := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), session: id, conn: req.Conn, rel: rel, flags: r.Flags,
-		writing: writing})
+		writing: writing, gate: gate})
 	deleg := false
 	if r.Flags&wire.OpenDeleg != 0 && writing && id != "" && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		deleg = s.grantWrite(req, id, rel, r.Flags&wire.OpenReclaim != 0)
@@ -314,6 +326,9 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	}
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
+	}
+	if h.stage == nil {
+		s.commits.read(h.rel)
 	}
 	if req.Conn.CanSendFile() && r.Length >= sendFileMin {
 		// A clear data channel: sum the range, then let the kernel send
@@ -362,6 +377,12 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
+	if h.stage != nil {
+		// Nothing changed yet: the commit applies it.
+		h.stage.wrote(r.Offset, int64(n))
+		fault.Crash("share.write.after-apply-before-reply")
+		return rpc.Reply{Msg: wire.WriteResp{N: uint32(n)}}, nil
+	}
 	s.inv.wroteDeleg(invSessionOf(req), h.rel, r.Offset, int64(n))
 	s.changedData(req, h.rel)
 	a, err := fileAttr(h.f)
@@ -384,7 +405,7 @@ func (s *Server) handleOp(req *rpc.Request) (rpc.Reply, error) {
 		if err != nil {
 			return rpc.Reply{}, err
 		}
-		if err := h.f.Close(); err != nil {
+		if err := h.release(s); err != nil {
 			return rpc.Reply{}, toWire(req.Op, h.rel, err)
 		}
 		return rpc.Reply{}, nil

@@ -62,6 +62,7 @@ type Server struct {
 	watch   *watcher
 	peers   peers // delegated clients for third-party pushes
 	tickets map[string]*ticket
+	commits commitGate
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -74,6 +75,8 @@ type handle struct {
 	rel     string
 	flags   uint32
 	writing bool
+	stage   *stage // a stage of rel's file (OpStage), if set
+	gate    func() // unregisters a read-only handle from s.commits
 }
 
 // session is the per-connection state.
@@ -119,6 +122,8 @@ func New(cfg Config) (*Server, error) {
 		handles: make(map[uint64]*handle),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
+	s.recoverCommits()
+	s.sweepStages()
 	s.inv = newInvTable(cfg.Now)
 	s.inv.loadDelegs(cfg.DelegFile)
 	s.rpc = rpc.Server{Handler: s, Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
@@ -143,11 +148,15 @@ func (s *Server) Close() error {
 	err := s.rpc.Close()
 	s.closePeers()
 	s.mu.Lock()
+	var hs []*handle
 	for id, h := range s.handles {
-		h.f.Close()
+		hs = append(hs, h)
 		delete(s.handles, id)
 	}
 	s.mu.Unlock()
+	for _, h := range hs {
+		_ = h.release(s)
+	}
 	s.tree.close()
 	return err
 }
@@ -224,16 +233,16 @@ func (s *Server) Opened(c *rpc.ServerConn) error {
 // Closed releases the handles a connection opened.
 func (s *Server) Closed(c *rpc.ServerConn) {
 	s.mu.Lock()
-	var files []*os.File
+	var hs []*handle
 	for id, h := range s.handles {
 		if h.conn == c {
-			files = append(files, h.f)
+			hs = append(hs, h)
 			delete(s.handles, id)
 		}
 	}
 	s.mu.Unlock()
-	for _, f := range files {
-		f.Close()
+	for _, h := range hs {
+		_ = h.release(s)
 	}
 }
 

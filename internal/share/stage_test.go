@@ -1,0 +1,259 @@
+package share
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/wire"
+)
+
+// serveData is serveAs for a request with a data part.
+func serveData(t *testing.T, s *Server, sc *rpc.ServerConn, op wire.Op, msg any, data []byte, resp any) error {
+	t.Helper()
+	meta, err := wire.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Serve(context.Background(), &rpc.Request{Op: op, Meta: meta, Conn: sc, Data: data})
+	if err != nil {
+		return err
+	}
+	if resp != nil {
+		b, _ := wire.Marshal(rep.Msg)
+		if err := wire.Unmarshal(b, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nil
+}
+
+func patterned(seed byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7+i/4096)
+	}
+	return b
+}
+
+// leftovers lists the stages and commit records in root.
+func leftovers(t *testing.T, root string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), stagePrefix) || strings.HasPrefix(e.Name(), journalPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func inoOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestStageCommit: writes to a stage leave the file as it was, for
+// readers through the share too; the commit applies them at once, with
+// the size it names (smaller too: O_TRUNC travels so), keeping the file's
+// inode; a stage closed instead is thrown away. Refusals change nothing.
+func TestStageCommit(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "f")
+	old := patterned(1, 3<<20+5)
+	if err := os.WriteFile(p, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ino := inoOf(t, p)
+	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	open := func(flags uint32) uint64 {
+		t.Helper()
+		var r wire.OpenResp
+		if err := serveAs(t, s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: flags}, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Handle
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		if got, _ := os.ReadFile(p); !bytes.Equal(got, old) {
+			t.Fatalf("%s: the file changed (%d bytes)", what, len(got))
+		}
+	}
+	code := func(err error) wire.Code {
+		var we *wire.Error
+		if !errors.As(err, &we) {
+			return 0
+		}
+		return we.Code
+	}
+
+	ro := open(wire.OpenRead)
+	if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: ro}, nil); code(err) != wire.CodeBadHandle {
+		t.Fatalf("a stage on a read-only handle: %v, want a refusal", err)
+	}
+	unchanged("refused stage")
+	if l := leftovers(t, root); len(l) != 0 {
+		t.Fatalf("a refused stage left %v", l)
+	}
+
+	w := open(wire.OpenRead | wire.OpenWrite)
+	var sr wire.OpenResp
+	if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: w}, &sr); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: sr.Handle}, nil); code(err) != wire.CodeBadHandle {
+		t.Fatalf("a stage of a stage: %v, want a refusal", err)
+	}
+	news := patterned(9, 1<<20+3)
+	var wr wire.WriteResp
+	if err := serveData(t, s, sc, wire.OpWrite, wire.WriteReq{Tok: 1, Handle: sr.Handle, Offset: 1 << 20}, news, &wr); err != nil || int(wr.N) != len(news) {
+		t.Fatalf("write to a stage: %d bytes, %v", wr.N, err)
+	}
+	unchanged("written to a stage")
+	if err := serveAs(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: w, Size: 1}, nil); code(err) != wire.CodeBadHandle {
+		t.Fatalf("a commit of a handle that is no stage: %v, want a refusal", err)
+	}
+	if err := serveAs(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: sr.Handle, Size: -1}, nil); code(err) != wire.CodeInvalid {
+		t.Fatalf("a commit to a negative size: %v, want a refusal", err)
+	}
+	unchanged("refused commits")
+	// The reader closes, so that the commit need not wait for it.
+	if err := serveAs(t, s, sc, wire.OpClose, wire.HandleReq{Handle: ro}, nil); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(2<<20 + 3) // shorter than the old file: cut with the data
+	var ar wire.AttrResp
+	if err := serveAs(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: sr.Handle, Size: size}, &ar); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte(nil), old[:1<<20]...), news...)
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+		t.Fatalf("after the commit the file holds %d bytes, not the %d of the new version", len(got), len(want))
+	}
+	if ar.Attr.Size != size || ar.Attr.Ino != ino || inoOf(t, p) != ino {
+		t.Fatalf("after the commit: size %d, inode %d (at the share %d); want size %d, inode %d", ar.Attr.Size, ar.Attr.Ino, inoOf(t, p), size, ino)
+	}
+	if l := leftovers(t, root); len(l) != 0 {
+		t.Fatalf("a commit left %v", l)
+	}
+	if err := serveAs(t, s, sc, wire.OpClose, wire.HandleReq{Handle: sr.Handle}, nil); code(err) != wire.CodeBadHandle {
+		t.Fatalf("the stage is still open after its commit (%v)", err)
+	}
+
+	// A stage closed instead of committed is thrown away.
+	old = want
+	if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: w}, &sr); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveData(t, s, sc, wire.OpWrite, wire.WriteReq{Tok: 1, Handle: sr.Handle}, []byte("never"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveAs(t, s, sc, wire.OpClose, wire.HandleReq{Handle: sr.Handle}, nil); err != nil {
+		t.Fatal(err)
+	}
+	unchanged("a stage closed")
+	if l := leftovers(t, root); len(l) != 0 {
+		t.Fatalf("a stage closed left %v", l)
+	}
+
+	// Inline: the data comes with the commit.
+	two := []wire.ByteRange{{Off: 10, Len: 5}, {Off: 100, Len: 3}}
+	ro = open(wire.OpenRead)
+	for _, bad := range []struct {
+		h    uint64
+		data string
+		code wire.Code
+	}{
+		{w, "too short", wire.CodeInvalid},
+		{ro, "abcdeXYZ", wire.CodeBadHandle},
+	} {
+		err := serveData(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: bad.h, Size: 1, Inline: true, Ranges: two}, []byte(bad.data), nil)
+		if code(err) != bad.code {
+			t.Fatalf("inline commit of %q: %v, want code %d", bad.data, err, bad.code)
+		}
+		unchanged("refused inline commit")
+	}
+	if err := serveData(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: w, Size: 5, Ranges: two}, []byte("abcdeXYZ"), nil); code(err) != wire.CodeInvalid {
+		t.Fatalf("a commit with data that is not inline: %v, want a refusal", err)
+	}
+	unchanged("refused commit with data")
+	if err := serveAs(t, s, sc, wire.OpClose, wire.HandleReq{Handle: ro}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveData(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: w, Size: 200, KeepLonger: true, Inline: true, Ranges: two}, []byte("abcdeXYZ"), &ar); err != nil {
+		t.Fatal(err)
+	}
+	// The file is longer than the writer's 200 bytes: it keeps its size.
+	want = append([]byte(nil), old...)
+	copy(want[10:], "abcde")
+	copy(want[100:], "XYZ")
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, want) || ar.Attr.Size != int64(len(want)) {
+		t.Fatalf("after an inline commit the file holds %d bytes (share says %d), not the %d wanted", len(got), ar.Attr.Size, len(want))
+	}
+	if inoOf(t, p) != ino {
+		t.Fatal("an inline commit changed the file's inode")
+	}
+	if l := leftovers(t, root); len(l) != 0 {
+		t.Fatalf("an inline commit left %v", l)
+	}
+}
+
+// TestCommitRecovery: a share that stopped in the middle of a commit
+// completes it from the stage and its record when it starts, unless the
+// name leads to another file by then; either way nothing is left behind.
+func TestCommitRecovery(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "f")
+	old := patterned(3, 2<<20)
+	news := patterned(5, 3<<20)
+	// The copy got half way: the first MiB is new, the rest old.
+	torn := append(append([]byte(nil), news[:1<<20]...), old[1<<20:]...)
+	if err := os.WriteFile(p, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stage := stagePrefix + "0123456789abcdef"
+	if err := os.WriteFile(filepath.Join(root, stage), news, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(commitRecord{Stage: stage, Target: "f", Ino: inoOf(t, p), Ranges: []wire.ByteRange{{Off: 0, Len: int64(len(news))}}, Size: int64(len(news))})
+	if err := os.WriteFile(filepath.Join(root, recordName(stage)), rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A record whose name leads to another file now is not applied.
+	other := filepath.Join(root, "g")
+	if err := os.WriteFile(other, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stage2 := stagePrefix + "fedcba9876543210"
+	os.WriteFile(filepath.Join(root, stage2), news, 0o600)
+	rec2, _ := json.Marshal(commitRecord{Stage: stage2, Target: "g", Ino: inoOf(t, other) + 1, Ranges: []wire.ByteRange{{Off: 0, Len: 4096}}, Size: 4096})
+	os.WriteFile(filepath.Join(root, recordName(stage2)), rec2, 0o600)
+
+	serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, news) {
+		t.Fatalf("after the restart the file holds %d bytes that are not the new version", len(got))
+	}
+	if got, _ := os.ReadFile(other); !bytes.Equal(got, old) {
+		t.Fatalf("a record for another file was applied")
+	}
+	if l := leftovers(t, root); len(l) != 0 {
+		t.Fatalf("the restart left %v", l)
+	}
+}
