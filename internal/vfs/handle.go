@@ -77,7 +77,7 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		return nil, err
 	}
 	if flags&syscall.O_TRUNC != 0 && wantsWrite(flags) {
-		if _, err := v.SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: 0}); err != nil {
+		if err := v.truncAtOpen(ctx, h); err != nil {
 			h.Release(ctx)
 			return nil, err
 		}
@@ -87,6 +87,32 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		h.openRemote()
 	}
 	return h, nil
+}
+
+// truncAtOpen empties the file of a handle opened with O_TRUNC: at the
+// share at once when writes go through, otherwise in the cache only, the
+// empty size travelling to the share with the data written after it (the
+// share's file stays its old version until then, see writeBack).
+func (v *FS) truncAtOpen(ctx context.Context, h *Handle) error {
+	if v.opts.Write == WriteThrough {
+		_, err := v.SetAttr(ctx, h.path, wire.SetAttrReq{Valid: wire.SetSize, Size: 0})
+		return err
+	}
+	if err := v.cache.Truncate(h.key, 0); err != nil {
+		return err
+	}
+	v.cache.Cut(h.key)
+	if err := v.cache.Persist(h.key); err != nil {
+		return err
+	}
+	h.wrote.Store(time.Now().UnixNano())
+	h.mu.Lock()
+	h.dirty = true
+	h.mu.Unlock()
+	v.mu.Lock()
+	delete(v.attrs, h.path)
+	v.mu.Unlock()
+	return nil
 }
 
 func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32) (*Handle, error) {
@@ -103,7 +129,7 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 	v.cache.Pin(key)
 	return &Handle{v: v, path: p, key: key, flags: flags, attr: a, KeepCache: kept && ok && seen == a.Version,
 		// Data an earlier close could not send goes with this one.
-		dirty: len(v.cache.Dirty(key)) > 0}, nil
+		dirty: v.cache.Unsent(key)}, nil
 }
 
 // Create creates (or with O_EXCL exclusively creates) p and opens it.
@@ -184,7 +210,7 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	// Newer than what is cached, and not by this handle's own writes.
-	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
+	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && !h.v.cache.Unsent(h.key) {
 		return 0, &changedError{a, g}
 	}
 	return n, err
@@ -406,7 +432,7 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 	if err != nil {
 		return a, err
 	}
-	if dirty && len(h.v.cache.Dirty(h.key)) > 0 {
+	if dirty && h.v.cache.Unsent(h.key) {
 		// Unsent data: the size this agent's copy has, and the time it
 		// was last written here (kept back under a delegation, or by this
 		// handle); what the share says once it has the data.

@@ -12,11 +12,16 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// writeBack uploads the dirty ranges of key to the share.
+// writeBack uploads the dirty ranges of key to the share, through a
+// stage: the share's file is its old version until the whole of the new
+// one is there, and stays so if the write-back fails (a full disk at the
+// share included), so that the data, still dirty here, is sent again
+// against the version it was written on.
 func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	h.waitOpen(ctx)
 	ranges := v.cache.Dirty(key)
-	if len(ranges) == 0 {
+	cut := v.cache.IsCut(key)
+	if len(ranges) == 0 && !cut {
 		return nil
 	}
 	defer v.beginSend(key)()
@@ -27,10 +32,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	}
 	_, size, _ := v.cache.Version(key)
 	d := v.dropCount()
-	// Each block the share wrote moves the cache's version along with
-	// the share's, so that after a crash the data is known as this
-	// agent's (see sent).
-	a, err := v.sendRanges(ctx, key, p, f, ranges, size, h.fetch, func() { v.sent(key, f) })
+	a, err := v.commitRanges(ctx, key, p, f, ranges, size, cut, 0, h.fetch, func() { v.sent(key) })
 	if err != nil {
 		return err
 	}
@@ -43,53 +45,78 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	return nil
 }
 
-// sendRanges sends the ranges of the cached file key (global path p) to
-// the share's file f, with a bandwidth-delay product of blocks in flight,
-// each checked by the share against its CRC32C (client.File.WriteExtents),
-// and extends the file to size when only the cache saw it grow; written
-// (if set) is called after each block the share wrote. It stops
-// at the first failure; it marks nothing clean, so on any error the data
-// stays dirty in the cache. It returns the file's attributes at the share
-// afterwards: those the last write's reply carried, asked for only when
-// the replies did not carry them.
-func (v *FS) sendRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, size int64, fetch cache.Fetcher, written func()) (wire.Attr, error) {
-	exts := make([]client.Extent, len(ranges))
-	for i, r := range ranges {
-		exts[i] = client.Extent{Off: r.Off, Len: r.Len}
+// inlineMax bounds the dirty data a write-back sends in its commit
+// request (one round trip) rather than through a stage.
+const inlineMax = 4 << 20
+
+// commitRanges sends the ranges of the cached file key (global path p) to
+// the share's file f and commits them there at once: the file's size
+// becomes size (or, unless exact, stays larger when the share's file grew
+// beyond it meanwhile) and its mtime mtime (if not 0). Up to inlineMax
+// bytes go in the commit request itself; more go to a stage first, with
+// a bandwidth-delay product of blocks in flight, each checked by the share
+// against its CRC32C (client.File.WriteExtents), written (if set) called
+// after each block the stage took. On any error the share's file is as it
+// was and nothing is marked clean. It returns the file's attributes after
+// the commit.
+func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, size int64, exact bool, mtime int64, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+	var exts []client.Extent
+	var total int64
+	for _, r := range ranges {
+		if r.Len > 0 {
+			exts = append(exts, client.Extent{Off: r.Off, Len: r.Len})
+			total += r.Len
+		}
 	}
+	read := func(b []byte, off int64) (int, error) {
+		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return n, fmt.Errorf("reading %s from the cache: %w", p, err)
+		}
+		return n, nil
+	}
+	if total <= inlineMax {
+		data := make([]byte, 0, total)
+		wr := make([]wire.ByteRange, 0, len(exts))
+		for _, e := range exts {
+			b := make([]byte, e.Len)
+			n, err := read(b, e.Off)
+			if err != nil {
+				return wire.Attr{}, err
+			}
+			if n > 0 {
+				data = append(data, b[:n]...)
+				wr = append(wr, wire.ByteRange{Off: e.Off, Len: int64(n)})
+			}
+		}
+		a, err := f.CommitInline(ctx, wr, data, size, mtime, !exact)
+		if err != nil {
+			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+		}
+		return a, nil
+	}
+	st, err := f.Stage(ctx)
+	if err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	defer st.Close(context.WithoutCancel(ctx))
 	var rerr error
-	a, err := f.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
+	if _, err := st.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
 		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
 		if err != nil && !errors.Is(err, io.EOF) {
 			rerr = fmt.Errorf("reading %s from the cache: %w", p, err)
 			return n, rerr
 		}
 		return n, err
-	}, written)
-	if err != nil {
+	}, written); err != nil {
 		if rerr != nil && errors.Is(err, rerr) {
 			return wire.Attr{}, rerr
 		}
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
-	if a.Ino == 0 || a.Version == 0 {
-		// No reply carried attributes: ask.
-		if a, err = f.Stat(ctx); err != nil {
-			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-		}
-	}
-	if a.Size < size {
-		// A file extended by a truncate that only the cache saw.
-		if err := f.Truncate(ctx, size); err != nil {
-			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-		}
-		// The truncate's reply carries the attributes (File.Attr keeps
-		// the newest version it saw).
-		if a = f.Attr(); a.Size != size {
-			if a, err = f.Stat(ctx); err != nil {
-				return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-			}
-		}
+	a, err := st.Commit(ctx, size, mtime, !exact)
+	if err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
 	return a, nil
 }
