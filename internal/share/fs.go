@@ -114,6 +114,9 @@ func (s *Server) readDir(rel string, ld *listData) (wire.ReadDirResp, error) {
 	}
 	resp := wire.ReadDirResp{Dir: dirAttr, Entries: make([]wire.DirEntry, 0, len(names))}
 	for _, n := range names {
+		if rel == "" && isStaging(n) {
+			continue // the share's own (see resolve)
+		}
 		a, err := statAt(d, n)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {

@@ -132,7 +132,14 @@ func (s *Server) resolve(named string, follow bool) (string, error) {
 	if _, err := auth.CleanRel(named); err != nil {
 		return "", &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
 	}
-	return s.tree.resolve(named, follow)
+	rel, err := s.tree.resolve(named, follow)
+	if isStaging(named) || err == nil && isStaging(rel) {
+		// Stages hold other clients' data on its way to files they may
+		// not share: nobody reaches them by name.
+		return "", &wire.Error{Code: wire.CodeAccess, Paths: []string{named},
+			Message: "/" + named + ": names that begin with " + stagePrefix + " or " + journalPrefix + " in the root of a share are the share's own; choose another name"}
+	}
+	return rel, err
 }
 
 // allow checks that tok is valid, covers rel (a resolved path: see reach)

@@ -34,6 +34,12 @@ import (
 // stagePrefix names stages in the share's root.
 const stagePrefix = ".pando-stage-"
 
+// isStaging reports whether rel names a stage or a commit record: the
+// share's own files, not changes anyone should hear of.
+func isStaging(rel string) bool {
+	return strings.HasPrefix(rel, stagePrefix) || strings.HasPrefix(rel, journalPrefix)
+}
+
 // stage is the state of a handle opened by OpStage.
 type stage struct {
 	target *os.File // the file, opened anew (no O_APPEND) from the handle's descriptor

@@ -257,3 +257,55 @@ func TestCommitRecovery(t *testing.T) {
 		t.Fatalf("the restart left %v", l)
 	}
 }
+
+// TestStageUnreachable: no client reaches a stage or a commit record by
+// name, directly or through a symlink, nor sees one in a listing; the
+// refusals change nothing.
+func TestStageUnreachable(t *testing.T) {
+	root := t.TempDir()
+	stage := stagePrefix + "00112233aabbccdd"
+	data := []byte("another client's data on its way")
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	// Made after the share started (which sweeps stages left over).
+	if err := os.WriteFile(filepath.Join(root, stage), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(stage, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		op  wire.Op
+		msg any
+	}{
+		{wire.OpOpen, wire.OpenReq{Tok: 1, Path: stage, Flags: wire.OpenWrite}},
+		{wire.OpOpen, wire.OpenReq{Tok: 1, Path: "link", Flags: wire.OpenWrite | wire.OpenFollow}},
+		{wire.OpCreate, wire.OpenReq{Tok: 1, Path: journalPrefix + "x", Flags: wire.OpenWrite, Mode: 0o644}},
+		{wire.OpGetFile, wire.GetFileReq{Tok: 1, Path: stage, Max: 100}},
+		{wire.OpUnlink, wire.PathReq{Tok: 1, Path: stage}},
+		{wire.OpRename, wire.RenameReq{Tok: 1, Old: "f", New: stage}},
+	} {
+		err := serveAs(t, s, sc, c.op, c.msg, nil)
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.CodeAccess || !strings.Contains(we.Message, "the share's own") {
+			t.Errorf("%s %+v: %v, want a refusal", c.op, c.msg, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, stage)); !bytes.Equal(got, data) {
+		t.Fatal("a refused request changed the stage")
+	}
+	if _, err := os.Stat(filepath.Join(root, journalPrefix+"x")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refused create made a commit record")
+	}
+	var ls wire.ReadDirResp
+	if err := serveAs(t, s, sc, wire.OpReadDir, wire.ReadDirReq{Tok: 1, Path: ""}, &ls); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ls.Entries {
+		if isStaging(e.Name) {
+			t.Errorf("the root's listing shows %s", e.Name)
+		}
+	}
+}
