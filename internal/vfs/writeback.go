@@ -56,7 +56,8 @@ const inlineMax = 4 << 20
 // bytes go in the commit request itself; more go to a stage first, with
 // a bandwidth-delay product of blocks in flight, each checked by the share
 // against its CRC32C (client.File.WriteExtents), written (if set) called
-// after each block the stage took. On any error the share's file is as it
+// after each block the stage took (once, after the commit, for an inline
+// one). On any error the share's file is as it
 // was and nothing is marked clean. It returns the file's attributes after
 // the commit.
 func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, size int64, exact bool, mtime int64, fetch cache.Fetcher, written func()) (wire.Attr, error) {
@@ -92,6 +93,9 @@ func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ra
 		a, err := f.CommitInline(ctx, wr, data, size, mtime, !exact)
 		if err != nil {
 			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+		}
+		if written != nil {
+			written() // the one request the share took
 		}
 		return a, nil
 	}
