@@ -289,9 +289,10 @@ func (s *Server) applyStage(h *handle, holder string, size int64, keepLonger boo
 
 // commitGate keeps each reader through the share to one version of a
 // file: a commit waits (up to readerWait) for the read-only handles other
-// clients hold on the file to be closed, and meanwhile new opens and reads
-// of it wait for the commit. A reader that keeps its handle longer than
-// that may see the file change under it, as a program at the share may.
+// clients hold on the file to be closed, new opens of it waiting for the
+// commit meanwhile; reads wait while it copies. A reader that keeps its
+// handle longer than that may see the file change under it, as a program
+// at the share may.
 type commitGate struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -300,7 +301,8 @@ type commitGate struct {
 
 type gateState struct {
 	readers    map[string]int // holder -> read-only handles open
-	committing bool
+	committing bool           // a commit is under way: opens wait
+	copying    bool           // it copies: reads wait
 }
 
 // readerWait bounds how long a commit waits for readers to close.
@@ -346,19 +348,20 @@ func (c *commitGate) open(rel, holder string) (done func()) {
 	}
 }
 
-// read waits for a commit to rel to end before a read of it.
+// read waits for a commit's copy into rel to end before a read of it.
 func (c *commitGate) read(rel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.state(rel)
-	for g.committing {
+	for g.copying {
 		c.cond.Wait()
 	}
 	c.tidy(rel, g)
 }
 
 // commit waits for another commit to rel, then for the readers other than
-// holder to close (up to readerWait), and holds rel until done.
+// holder to close (up to readerWait), and holds rel (opens and reads
+// wait) until done.
 func (c *commitGate) commit(rel, holder string) (done func()) {
 	c.mu.Lock()
 	g := c.state(rel)
@@ -376,10 +379,11 @@ func (c *commitGate) commit(rel, holder string) (done func()) {
 		c.cond.Wait()
 	}
 	timeout.Stop()
+	g.copying = true
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
-		g.committing = false
+		g.committing, g.copying = false, false
 		c.tidy(rel, g)
 		c.mu.Unlock()
 		c.cond.Broadcast()

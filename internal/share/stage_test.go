@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/rpc"
@@ -307,5 +308,68 @@ func TestStageUnreachable(t *testing.T) {
 		if isStaging(e.Name) {
 			t.Errorf("the root's listing shows %s", e.Name)
 		}
+	}
+}
+
+// TestCommitWaitsForReaders: a commit waits for the read-only handle
+// another agent holds on the file, whose reads still see the old version
+// meanwhile, and goes ahead once it is closed.
+func TestCommitWaitsForReaders(t *testing.T) {
+	defer func(w time.Duration) { readerWait = w }(readerWait)
+	readerWait = 30 * time.Second // far beyond the test's waits: only the close can end it
+	root := t.TempDir()
+	p := filepath.Join(root, "f")
+	old := patterned(2, 64<<10)
+	if err := os.WriteFile(p, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, login := serverLogin(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	wc, rc := login("writer"), login("reader")
+	open := func(sc *rpc.ServerConn, flags uint32) uint64 {
+		t.Helper()
+		var r wire.OpenResp
+		if err := serveAs(t, s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: flags}, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Handle
+	}
+	rh := open(rc, wire.OpenRead)
+	wh := open(wc, wire.OpenRead|wire.OpenWrite)
+	news := patterned(7, 64<<10)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveData(t, s, wc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: wh, Size: int64(len(news)), Inline: true,
+			Ranges: []wire.ByteRange{{Off: 0, Len: int64(len(news))}}}, news, nil)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the commit went ahead (%v) while another agent had the file open for reading", err)
+	default:
+	}
+	meta, _ := wire.Marshal(wire.ReadReq{Tok: 1, Handle: rh, Offset: 0, Length: uint32(len(old))})
+	rep, err := s.Serve(context.Background(), &rpc.Request{Op: wire.OpRead, Meta: meta, Conn: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rep.Data, old) {
+		t.Fatal("a reader whose handle a commit waits for read something else than the old version")
+	}
+	if rep.Release != nil {
+		rep.Release()
+	}
+	if err := serveAs(t, s, rc, wire.OpClose, wire.HandleReq{Handle: rh}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the commit did not go ahead once the reader closed")
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, news) {
+		t.Fatal("the commit did not apply")
 	}
 }
