@@ -177,7 +177,7 @@ func putFile(ctx context.Context, c *client.Client, in *os.File, src, dst string
 	if err != nil {
 		return err
 	}
-	_, err = st.Commit(ctx, n, 0, false)
+	_, err = st.Commit(ctx, client.Commit{Size: n, Sync: true})
 	return err
 }
 

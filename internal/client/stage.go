@@ -31,15 +31,22 @@ type Stage struct {
 	done atomic.Bool // committed: the share released the stage
 }
 
-// Commit applies the stage to its file, whose size becomes size (or, with
-// keepLonger, stays larger if it is) and modification time mtime (unix
-// ns, if not 0), and returns the file's attributes afterwards. It fails
-// with the file unchanged when the share lacks room for the data
-// (wire.CodeNoSpace).
-func (s *Stage) Commit(ctx context.Context, size, mtime int64, keepLonger bool) (wire.Attr, error) {
+// Commit says how a commit ends (see wire.CommitReq): the file's size
+// becomes Size (or, with KeepLonger, stays larger if it is) and its
+// modification time Mtime (unix ns, if not 0); with Sync, every step is
+// durable at the share.
+type Commit struct {
+	Size, Mtime      int64
+	KeepLonger, Sync bool
+}
+
+// Commit applies the stage to its file and returns the file's attributes
+// afterwards. It fails with the file unchanged when the share lacks room
+// for the data (wire.CodeNoSpace).
+func (s *Stage) Commit(ctx context.Context, c Commit) (wire.Attr, error) {
 	var resp wire.AttrResp
 	_, _, err := s.c.call(ctx, s.loc, wire.OpCommit, func(tok uint32) any {
-		return wire.CommitReq{Tok: tok, Handle: s.handle, Size: size, Mtime: mtime, KeepLonger: keepLonger}
+		return wire.CommitReq{Tok: tok, Handle: s.handle, Size: c.Size, Mtime: c.Mtime, KeepLonger: c.KeepLonger, Sync: c.Sync}
 	}, nil, &resp, nil, s.conn, false)
 	if err != nil {
 		return wire.Attr{}, named(err, s.loc)
@@ -61,11 +68,12 @@ func (s *Stage) Close(ctx context.Context) error {
 // round trip: data holds the new bytes of ranges, one after the other (at
 // most wire.MaxData in all), which the share stages and commits as
 // Stage.Commit does.
-func (f *File) CommitInline(ctx context.Context, ranges []wire.ByteRange, data []byte, size, mtime int64, keepLonger bool) (wire.Attr, error) {
+func (f *File) CommitInline(ctx context.Context, ranges []wire.ByteRange, data []byte, c Commit) (wire.Attr, error) {
 	sum := wire.CRC(data)
 	var resp wire.AttrResp
 	_, _, err := f.c.call(ctx, f.loc, wire.OpCommit, func(tok uint32) any {
-		return wire.CommitReq{Tok: tok, Handle: f.handle, Size: size, Mtime: mtime, Inline: true, Ranges: ranges, Sum: &sum, KeepLonger: keepLonger}
+		return wire.CommitReq{Tok: tok, Handle: f.handle, Size: c.Size, Mtime: c.Mtime, Inline: true, Ranges: ranges, Sum: &sum,
+			KeepLonger: c.KeepLonger, Sync: c.Sync}
 	}, data, &resp, nil, nil, true)
 	if err != nil {
 		return wire.Attr{}, named(err, f.loc)

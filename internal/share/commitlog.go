@@ -16,11 +16,14 @@ import (
 )
 
 // A commit copies a stage into its file in place. So that a share that
-// stops in the middle (killed, its host down) does not leave the file
-// half old and half new, the commit first writes a record of what it is
-// about to do beside the stage, synced with the stage and the directory;
-// a share that starts and finds such a record completes the copy from the
-// stage before it serves anyone, then removes both.
+// stops in the middle does not leave the file half old and half new, the
+// commit first writes a record of what it is about to do beside the
+// stage; a share that starts and finds such a record completes the copy
+// from the stage before it serves anyone, then removes both. A commit
+// with Sync (a program's fsync, pando put) syncs the stage, the record and
+// the directory before the copy, and the file after it, so that this holds
+// across a power cut of the share's host too; others hold across a crash
+// or kill of the share's process (the kernel keeps what was written).
 
 // journalPrefix names commit records in the share's root.
 const journalPrefix = ".pando-commit-"
@@ -39,8 +42,8 @@ func recordName(stage string) string {
 	return journalPrefix + strings.TrimPrefix(stage, stagePrefix)
 }
 
-// writeRecord makes rec durable (the stage was synced before).
-func (s *Server) writeRecord(rec commitRecord) error {
+// writeRecord writes rec, durably with sync (the stage was synced before).
+func (s *Server) writeRecord(rec commitRecord, sync bool) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -51,13 +54,13 @@ func (s *Server) writeRecord(rec commitRecord) error {
 		return err
 	}
 	_, err = f.Write(b)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = s.tree.dir.Sync()
 	}
 	if err != nil {
@@ -66,18 +69,21 @@ func (s *Server) writeRecord(rec commitRecord) error {
 	return err
 }
 
-// dropRecord removes the record of a commit done (or given up), durably:
-// a record found at start is always one whose copy may be unfinished.
-func (s *Server) dropRecord(stage string) {
+// dropRecord removes the record of a commit done (or given up), durably
+// with sync: a record found at start is always one whose copy may be
+// unfinished.
+func (s *Server) dropRecord(stage string, sync bool) {
 	if err := s.tree.remove(recordName(stage), false); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("cannot remove the record of a commit", "stage", stage, "err", err)
 	}
-	_ = s.tree.dir.Sync()
+	if sync {
+		_ = s.tree.dir.Sync()
+	}
 }
 
 // copyStage copies ranges of stage into target and gives target size and,
-// if set, mtime; then syncs it.
-func copyStage(stage, target *os.File, ranges []wire.ByteRange, size, mtime int64) error {
+// if set, mtime; then, with sync, syncs it.
+func copyStage(stage, target *os.File, ranges []wire.ByteRange, size, mtime int64, sync bool) error {
 	buf := make([]byte, 1<<20)
 	copied := 0
 	for _, rg := range ranges {
@@ -107,7 +113,10 @@ func copyStage(stage, target *os.File, ranges []wire.ByteRange, size, mtime int6
 			return err
 		}
 	}
-	return target.Sync()
+	if sync {
+		return target.Sync()
+	}
+	return nil
 }
 
 // recoverCommits completes the commits a stopped share had begun (before
@@ -135,7 +144,7 @@ func (s *Server) recoverCommits() {
 		if rec.Stage == "" {
 			rec.Stage = stagePrefix + strings.TrimPrefix(n, journalPrefix)
 		}
-		s.dropRecord(rec.Stage)
+		s.dropRecord(rec.Stage, true)
 	}
 }
 
@@ -181,5 +190,5 @@ func (s *Server) redo(rec commitRecord) error {
 		return err
 	}
 	defer stage.Close()
-	return copyStage(stage, target, rec.Ranges, rec.Size, rec.Mtime)
+	return copyStage(stage, target, rec.Ranges, rec.Size, rec.Mtime, true)
 }

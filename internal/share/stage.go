@@ -212,7 +212,7 @@ func (s *Server) commit(req *rpc.Request) (rpc.Reply, error) {
 	if st == nil {
 		return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "commit %s: the handle is not a stage (open one with a stage request, or commit inline)", "/"+h.rel)
 	}
-	ranges, err := s.applyStage(h, holderOf(req), r.Size, r.KeepLonger, r.Mtime)
+	ranges, err := s.applyStage(h, holderOf(req), r)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
@@ -248,13 +248,16 @@ func clipRanges(rs []wire.ByteRange, size int64) []wire.ByteRange {
 // applyStage copies the ranges written to h's stage into its file and
 // sets its size and mtime; it returns the ranges. Everything that can
 // fail for want of room fails before the file changes.
-func (s *Server) applyStage(h *handle, holder string, size int64, keepLonger bool, mtime int64) ([]wire.ByteRange, error) {
+func (s *Server) applyStage(h *handle, holder string, r wire.CommitReq) ([]wire.ByteRange, error) {
 	st := h.stage
+	size := r.Size
 	st.mu.Lock()
 	ranges := clipRanges(st.ranges, size)
 	st.mu.Unlock()
-	if err := h.f.Sync(); err != nil {
-		return nil, err
+	if r.Sync {
+		if err := h.f.Sync(); err != nil {
+			return nil, err
+		}
 	}
 	tfd := int(st.target.Fd())
 	for _, rg := range ranges {
@@ -277,14 +280,14 @@ func (s *Server) applyStage(h *handle, holder string, size int64, keepLonger boo
 	if err != nil {
 		return nil, err
 	}
-	if keepLonger && a.Size > size {
+	if r.KeepLonger && a.Size > size {
 		size = a.Size
 	}
-	if err := s.writeRecord(commitRecord{Stage: st.name, Target: h.rel, Ino: a.Ino, Ranges: ranges, Size: size, Mtime: mtime}); err != nil {
+	if err := s.writeRecord(commitRecord{Stage: st.name, Target: h.rel, Ino: a.Ino, Ranges: ranges, Size: size, Mtime: r.Mtime}, r.Sync); err != nil {
 		return nil, err
 	}
-	defer s.dropRecord(st.name)
-	return ranges, copyStage(h.f, st.target, ranges, size, mtime)
+	defer s.dropRecord(st.name, r.Sync)
+	return ranges, copyStage(h.f, st.target, ranges, size, r.Mtime, r.Sync)
 }
 
 // commitGate keeps each reader through the share to one version of a

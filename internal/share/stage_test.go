@@ -141,7 +141,7 @@ func TestStageCommit(t *testing.T) {
 	}
 	size := int64(2<<20 + 3) // shorter than the old file: cut with the data
 	var ar wire.AttrResp
-	if err := serveAs(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: sr.Handle, Size: size}, &ar); err != nil {
+	if err := serveAs(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: sr.Handle, Size: size, Sync: true}, &ar); err != nil {
 		t.Fatal(err)
 	}
 	want := append(append([]byte(nil), old[:1<<20]...), news...)

@@ -242,7 +242,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 		if mtime < 0 {
 			mtime = 0
 		}
-		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, size, true, mtime, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
+		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, client.Commit{Size: size, Mtime: mtime}, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
 		if err != nil {
 			return err
 		}

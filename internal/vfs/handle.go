@@ -366,7 +366,11 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 
 // Flush sends dirty data to the share (close mode); it is called on every
 // close of a descriptor, and its error is close's.
-func (h *Handle) Flush(ctx context.Context) error {
+func (h *Handle) Flush(ctx context.Context) error { return h.flush(ctx, false) }
+
+// flush is Flush; with sync (fsync), the share makes the data durable as
+// it commits it.
+func (h *Handle) flush(ctx context.Context, sync bool) error {
 	h.mu.Lock()
 	dirty := h.dirty
 	h.mu.Unlock()
@@ -382,7 +386,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 		h.mu.Unlock()
 		return nil
 	}
-	if err := h.v.writeBack(ctx, h.key, h.path, h); err != nil {
+	if err := h.v.writeBack(ctx, h.key, h.path, h, sync); err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -466,7 +470,7 @@ func (h *Handle) Truncate(ctx context.Context, size int64) (wire.Attr, error) {
 
 // Fsync sends dirty data and asks the share to make it durable.
 func (h *Handle) Fsync(ctx context.Context) error {
-	if err := h.Flush(ctx); err != nil {
+	if err := h.flush(ctx, true); err != nil {
 		return err
 	}
 	h.mu.Lock()

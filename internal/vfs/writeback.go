@@ -16,8 +16,9 @@ import (
 // stage: the share's file is its old version until the whole of the new
 // one is there, and stays so if the write-back fails (a full disk at the
 // share included), so that the data, still dirty here, is sent again
-// against the version it was written on.
-func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
+// against the version it was written on. With sync (a program's fsync),
+// the share makes every step durable.
+func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle, sync bool) error {
 	h.waitOpen(ctx)
 	ranges := v.cache.Dirty(key)
 	cut := v.cache.IsCut(key)
@@ -32,7 +33,10 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 	}
 	_, size, _ := v.cache.Version(key)
 	d := v.dropCount()
-	a, err := v.commitRanges(ctx, key, p, f, ranges, size, cut, 0, h.fetch, func() { v.sent(key) })
+	// Unless the file was cut here (O_TRUNC), it keeps a size it grew to
+	// at the share meanwhile.
+	c := client.Commit{Size: size, KeepLonger: !cut, Sync: sync}
+	a, err := v.commitRanges(ctx, key, p, f, ranges, c, h.fetch, func() { v.sent(key) })
 	if err != nil {
 		return err
 	}
@@ -50,9 +54,8 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
 const inlineMax = 4 << 20
 
 // commitRanges sends the ranges of the cached file key (global path p) to
-// the share's file f and commits them there at once: the file's size
-// becomes size (or, unless exact, stays larger when the share's file grew
-// beyond it meanwhile) and its mtime mtime (if not 0). Up to inlineMax
+// the share's file f and commits them there at once, ending as c says
+// (client.Commit: size, mtime, durability). Up to inlineMax
 // bytes go in the commit request itself; more go to a stage first, with
 // a bandwidth-delay product of blocks in flight, each checked by the share
 // against its CRC32C (client.File.WriteExtents), written (if set) called
@@ -60,7 +63,7 @@ const inlineMax = 4 << 20
 // one). On any error the share's file is as it
 // was and nothing is marked clean. It returns the file's attributes after
 // the commit.
-func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, size int64, exact bool, mtime int64, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
 	var exts []client.Extent
 	var total int64
 	for _, r := range ranges {
@@ -90,7 +93,7 @@ func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ra
 				wr = append(wr, wire.ByteRange{Off: e.Off, Len: int64(n)})
 			}
 		}
-		a, err := f.CommitInline(ctx, wr, data, size, mtime, !exact)
+		a, err := f.CommitInline(ctx, wr, data, c)
 		if err != nil {
 			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 		}
@@ -118,7 +121,7 @@ func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ra
 		}
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
-	a, err := st.Commit(ctx, size, mtime, !exact)
+	a, err := st.Commit(ctx, c)
 	if err != nil {
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}

@@ -346,14 +346,14 @@ type SumReq struct {
 // CommitReq applies the stage Handle (OpStage) to its file: the bytes
 // written to the stage replace those of the file, whose size becomes Size
 // (a truncate, O_TRUNC included, travels with the data this way; see
-// KeepLonger), and,
-// if Mtime is set, its modification time becomes Mtime (unix ns). The
-// share first makes the stage durable and reserves the file's space for
-// the bytes to come, so that a full disk fails the commit before the file
-// changes; then it copies them in, with reads of the file through the
-// share waiting, and syncs. The file keeps its identity (Ino). The stage
-// is closed and removed once committed; closing it instead (or losing the
-// connection) throws it away.
+// KeepLonger), and, if Mtime is set, its modification time becomes Mtime
+// (unix ns). The share first reserves the file's space for the bytes to
+// come, so that a full disk fails the commit before the file changes, and
+// records the commit (to complete it if it stops); then it copies them
+// in, with reads of the file through the share waiting (see Sync). The
+// file keeps its identity (Ino). The stage is closed and removed once
+// committed; closing it instead (or losing the connection) throws it
+// away.
 //
 // With Inline, Handle is instead the file's own handle (open for writing)
 // and the request's data part holds the new bytes, those of Ranges one
@@ -370,6 +370,10 @@ type CommitReq struct {
 	// KeepLonger: a file longer than Size at the commit keeps its size
 	// (the writer did not cut it; another may have made it grow).
 	KeepLonger bool `cbor:"8,keyasint,omitempty"`
+	// Sync makes every step durable (the stage, the record, the file):
+	// without it the commit is whole across a crash of the share's
+	// process, not a power cut of its host.
+	Sync bool `cbor:"9,keyasint,omitempty"`
 }
 
 // SumResp answers SumReq; the last block may be short (end of range or file).
