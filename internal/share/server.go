@@ -40,6 +40,9 @@ type Config struct {
 	// DelegFile lists the write delegations held, so that their holders
 	// can reclaim them after a restart ("": no list, no grace period).
 	DelegFile string
+	// CommitDir keeps the records of commits under way, so that a share
+	// that stopped completes them ("": the share's root; see recordStore).
+	CommitDir string
 	// Owner is the account ("USER[:GROUP]") that owns what clients create,
 	// for a share that runs as root ("": see ownerFor).
 	Owner string
@@ -63,6 +66,7 @@ type Server struct {
 	peers   peers // delegated clients for third-party pushes
 	tickets map[string]*ticket
 	commits commitGate
+	records *recordStore
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -122,6 +126,13 @@ func New(cfg Config) (*Server, error) {
 		handles: make(map[uint64]*handle),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
+	s.records = &recordStore{dir: cfg.CommitDir, tree: root}
+	if cfg.CommitDir != "" {
+		if err := os.MkdirAll(cfg.CommitDir, 0o700); err != nil {
+			root.close()
+			return nil, fmt.Errorf("share %s: the directory of commit records: %w", cfg.Name, err)
+		}
+	}
 	s.recoverCommits()
 	s.sweepStages()
 	s.inv = newInvTable(cfg.Now)
@@ -157,6 +168,7 @@ func (s *Server) Close() error {
 	for _, h := range hs {
 		_ = h.release(s)
 	}
+	s.records.close()
 	s.tree.close()
 	return err
 }
