@@ -16,14 +16,15 @@ import (
 // Stages: a file at the share is its old version or its new one, never a
 // mix. Writes meant to replace a file's data as a whole (a write-back, a
 // close-mode flush, pando put) go to a stage, a hidden file in the share's
-// root, and reach the file only when the stage is complete: the commit
-// makes the stage durable, reserves the file's space for every byte to
-// come (so that a full disk fails it before the file changes), then copies
-// the bytes in and sets the size, with reads of the file through the share
-// waiting meanwhile. The file keeps its inode, so that agents' caches,
-// handles and inode numbers keep naming it. A stage whose handle is closed
-// or whose connection is lost is removed; those a stopped share left
-// behind are removed when it starts.
+// root (or, up to a frame, come with the commit itself), and reach the file
+// only when complete: the commit (commit.go) reserves the file's space for
+// every byte to come (so that a full disk fails it before the file
+// changes), records what it does (commitlog.go), then copies the bytes in
+// and sets the size, with readers through the share kept to one version
+// (gate.go). The file keeps its inode, so that agents' caches, handles and
+// inode numbers keep naming it. A stage whose handle is closed or whose
+// connection is lost is removed; those a stopped share left behind are
+// removed when it starts.
 
 // stagePrefix names stages in the share's root.
 const stagePrefix = ".pando-stage-"
