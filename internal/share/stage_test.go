@@ -193,6 +193,11 @@ func TestStageCommit(t *testing.T) {
 		}
 		unchanged("refused inline commit")
 	}
+	backwards := []wire.ByteRange{two[1], two[0]}
+	if err := serveData(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: w, Size: 200, Inline: true, Ranges: backwards}, []byte("XYZabcde"), nil); code(err) != wire.CodeInvalid {
+		t.Fatalf("an inline commit with ranges out of order: %v, want a refusal", err)
+	}
+	unchanged("refused inline commit out of order")
 	if err := serveData(t, s, sc, wire.OpCommit, wire.CommitReq{Tok: 1, Handle: w, Size: 5, Ranges: two}, []byte("abcdeXYZ"), nil); code(err) != wire.CodeInvalid {
 		t.Fatalf("a commit with data that is not inline: %v, want a refusal", err)
 	}
