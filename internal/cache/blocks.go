@@ -281,7 +281,7 @@ func (c *Cache) Fill(key string, version uint64, data []byte, name string) bool 
 	}
 	e.mu.Lock()
 	_, have := e.rec.Blocks[0]
-	if len(e.rec.Dirty) > 0 || e.rec.Version > version || e.rec.Version == version && (have || c.mem.has(blockID{key, 0}) || e.isPending(0)) {
+	if e.unsent() || e.rec.Version > version || e.rec.Version == version && (have || c.mem.has(blockID{key, 0}) || e.isPending(0)) {
 		e.mu.Unlock()
 		c.mu.Unlock()
 		return false

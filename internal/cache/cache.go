@@ -100,7 +100,13 @@ type record struct {
 	Use     int64               `cbor:"5,keyasint"`
 	Name    string              `cbor:"6,keyasint,omitempty"` // for people: the path last seen
 	Tags    []string            `cbor:"7,keyasint,omitempty"`
+	// Cut: the size was set here (an open with O_TRUNC) and goes to the
+	// share with the data, exactly; unsent like dirty ranges.
+	Cut bool `cbor:"8,keyasint,omitempty"`
 }
+
+// unsent reports whether e holds data or a size not yet at the share (e.mu held).
+func (e *entry) unsent() bool { return len(e.rec.Dirty) > 0 || e.rec.Cut }
 
 // blockInfo describes a block on disk: its length and the CRC32C of it.
 type blockInfo struct {
@@ -437,14 +443,14 @@ func (c *Cache) Validate(key string, version uint64, size int64, name string) bo
 		c.touch(key)
 	}
 	if e.rec.Version == version {
-		if len(e.rec.Dirty) == 0 && e.rec.Size != size {
+		if !e.unsent() && e.rec.Size != size {
 			e.rec.Size = size
 			c.touch(key)
 		}
 		return true
 	}
 	kept := e.rec.Version == 0 && len(e.rec.Blocks) == 0
-	if len(e.rec.Dirty) == 0 {
+	if !e.unsent() {
 		c.dropBlocksLocked(e, 0)
 		e.rec.Size = size
 	}
@@ -461,7 +467,7 @@ func (c *Cache) SetVersion(key string, version uint64, size int64) {
 	e := c.get(key)
 	e.mu.Lock()
 	e.rec.Version = version
-	if len(e.rec.Dirty) == 0 {
+	if !e.unsent() {
 		e.rec.Size = size
 	}
 	e.mu.Unlock()
@@ -573,7 +579,7 @@ func (c *Cache) List() []Entry {
 	for k, e := range c.entries {
 		e.mu.Lock()
 		out = append(out, Entry{Key: k, Name: e.rec.Name, Version: e.rec.Version, Size: e.rec.Size,
-			Cached: int64(len(e.rec.Blocks)) * c.opts.BlockSize, Dirty: len(e.rec.Dirty) > 0, Pinned: e.pins > 0})
+			Cached: int64(len(e.rec.Blocks)) * c.opts.BlockSize, Dirty: e.unsent(), Pinned: e.pins > 0})
 		uses[k] = e.rec.Use
 		e.mu.Unlock()
 	}

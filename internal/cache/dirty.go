@@ -99,6 +99,7 @@ func (c *Cache) MarkClean(key string, done []Range, version uint64, size int64) 
 	e.rec.Version = version
 	if len(e.rec.Dirty) == 0 {
 		e.rec.Size = size
+		e.rec.Cut = false
 	}
 	c.touch(key)
 }
@@ -112,6 +113,46 @@ func overlap(rs []Range, d Range) []Range {
 		}
 	}
 	return out
+}
+
+// Cut records that key's size was set here, to be sent exactly with its
+// data (an open with O_TRUNC): the file counts as unsent until MarkClean
+// leaves no dirty range.
+func (c *Cache) Cut(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.get(key)
+	e.mu.Lock()
+	e.rec.Cut = true
+	e.mu.Unlock()
+	c.touch(key)
+}
+
+// IsCut reports whether key's size was set here and is not at the share.
+func (c *Cache) IsCut(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rec.Cut
+}
+
+// Unsent reports whether key holds dirty ranges or a size (Cut) not yet
+// at the share.
+func (c *Cache) Unsent(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unsent()
 }
 
 func subtract(rs []Range, d Range) []Range {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/wire"
@@ -124,25 +125,60 @@ func Put(ctx context.Context, c *client.Client, src, dst string, recursive bool,
 		return err
 	}
 	defer in.Close()
-	f, err := c.Create(ctx, dst, wire.OpenWrite|wire.OpenTrunc|wire.OpenFollow, uint32(fi.Mode().Perm()))
+	return putFile(ctx, c, in, src, dst, fi, progress)
+}
+
+// putFile writes in to the grid path dst through a stage at its share: an
+// existing file there is its old version until the whole of the new one
+// has arrived, and stays so if it cannot (a full disk at the share); a
+// file created for the copy is removed if the copy fails.
+func putFile(ctx context.Context, c *client.Client, in *os.File, src, dst string, fi fs.FileInfo, progress *os.File) (err error) {
+	created := true
+	f, err := c.Create(ctx, dst, wire.OpenWrite|wire.OpenExcl|wire.OpenFollow, uint32(fi.Mode().Perm()))
+	if errors.Is(err, fs.ErrExist) {
+		created = false
+		f, err = c.Open(ctx, dst, wire.OpenWrite|wire.OpenFollow)
+	}
 	if err != nil {
 		return err
 	}
+	bg := context.WithoutCancel(ctx)
+	defer func() {
+		cerr := f.Close(bg)
+		if err == nil {
+			err = cerr
+		}
+		if err != nil && created {
+			_ = c.Remove(bg, dst)
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			was := "the file there is unchanged"
+			if created {
+				was = "nothing was left there"
+			}
+			err = fmt.Errorf("%s (%d bytes) does not fit in the free space of the share of %s; %s. Free space at the share, or put the file elsewhere: %w", src, fi.Size(), dst, was, err)
+		}
+	}()
+	st, err := f.Stage(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close(bg)
 	var r io.Reader = in
 	var p *Progress
 	if progress != nil {
 		p = NewProgress(progress, filepath.Base(src), fi.Size())
 		r = p.Reader(in)
 	}
-	_, err = f.ReadFrom(ctx, r)
+	n, err := st.ReadFrom(ctx, r)
 	if p != nil {
 		p.Done()
 	}
-	cerr := f.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
-	return cerr
+	_, err = st.Commit(ctx, client.Commit{Size: n, Sync: true})
+	return err
 }
 
 // MkdirAll creates dir and its missing parents.

@@ -185,13 +185,13 @@ func TestCrashDuringWriteBack(t *testing.T) {
 }
 
 // TestShareCrashAfterApplyBeforeReply kills the share after it applied a
-// write and before it answered: the close fails, the data stays dirty in
-// the agent, and once the share is back the agent's retry finds it there
-// (or sends it), without a conflict.
+// write-back's commit and before it answered: the close fails, the data
+// stays dirty in the agent, and once the share is back the agent's retry
+// finds it there, without a conflict.
 func TestShareCrashAfterApplyBeforeReply(t *testing.T) {
 	d := newDomain(t, "uva")
 	root := d.addShare("alpha")
-	const point = "share.write.after-apply-before-reply"
+	const point = "share.commit.after-apply-before-reply"
 	d.shares["alpha"].stop(t)
 	d.startShare("alpha", fault.Env+"="+point+"@2")
 	sh := d.shares["alpha"]
@@ -225,7 +225,7 @@ func TestShareCrashAfterApplyBeforeReply(t *testing.T) {
 	if n := a.stats(t)["conflicts"].(float64); n != 0 {
 		t.Fatalf("%v conflicts reported for the agent's own write", n)
 	}
-	// The share had applied the write: the agent found it there rather
+	// The share had applied the commit: the agent found it there rather
 	// than sending it again.
 	settled(t, "the agent logs that it found its write at the share", func() bool {
 		return strings.Contains(a.output(), "had reached the share already")

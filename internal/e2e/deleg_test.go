@@ -207,9 +207,10 @@ func TestDelegationRecallFaults(t *testing.T) {
 		if err := os.WriteFile(at(a, "f"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// The reader's recall makes the holder crash once the first block
-		// and the size are at the share; the reader gets the first block
-		// at once and the rest when the holder's lease has run out.
+		// The reader's recall makes the holder crash once its data is
+		// committed at the share and the delegation returned (in one
+		// step: the commit brings all of it at once); the reader gets
+		// the data, and the holder's restart has nothing left to send.
 		f, err := os.Open(at(b, "f"))
 		if err != nil {
 			t.Fatal(err)
@@ -234,11 +235,11 @@ func TestDelegationRecallFaults(t *testing.T) {
 		}
 	})
 
-	t.Run("share dies at the first return step", func(t *testing.T) {
+	t.Run("share dies in the middle of the recall's commit", func(t *testing.T) {
 		d := newDomain(t, "fs")
 		root := d.addShare("data")
 		d.shares["data"].stop(t)
-		d.startShare("data", "PANDO_FAULT=share.deleg.partial-return")
+		d.startShare("data", "PANDO_FAULT=share.commit.mid-copy")
 		base := t.TempDir()
 		a := mountBack(t, d.admin, filepath.Join(base, "ca"), filepath.Join(base, "ma"))
 		t.Cleanup(func() { a.unmount(t) })
@@ -252,14 +253,19 @@ func TestDelegationRecallFaults(t *testing.T) {
 		share := d.shares["data"]
 		done := make(chan struct{})
 		go func() { os.ReadFile(at(b, "f")); close(done) }() // fails or waits: the share dies under it
-		<-share.done
-		if !strings.Contains(share.output(), "crashing at share.deleg.partial-return") {
+		select {
+		case <-share.done:
+		case <-time.After(time.Minute):
+			t.Fatalf("the share did not crash in the recall's commit:\n%s", share.output())
+		}
+		if !strings.Contains(share.output(), "crashing at share.commit.mid-copy") {
 			t.Fatalf("the share did not crash where it was told:\n%s", share.output())
 		}
 		d.startShare("data")
 		<-done
-		// The holder reclaims its delegation from the restarted share;
-		// the reader's next look recalls it and gets everything.
+		// The restarted share completes the commit from its stage before
+		// it serves; the holder finds its data there, and the reader's
+		// next look gets everything.
 		got, err := os.ReadFile(at(b, "f"))
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("after the share came back the reader got %d bytes (%v), not the %d written\nholder:\n%s", len(got), err, len(data), a.output())

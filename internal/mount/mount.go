@@ -136,8 +136,11 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 			DisableSplice: true,
 			// Large files read through the agent are opened for direct
 			// I/O (see node.open); with this, programs may still map
-			// them shared.
-			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+			// them shared. With atomic O_TRUNC, an open with O_TRUNC
+			// reaches the agent as such (not as a truncate before it),
+			// so that the emptying travels with the data written after
+			// it (see vfs.truncAtOpen).
+			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_ATOMIC_O_TRUNC,
 			// fcntl and flock locks come to the agent, which has the
 			// share hold them (see lock.go).
 			EnableLocks: true,

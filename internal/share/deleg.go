@@ -386,6 +386,15 @@ func subtractRange(rs []wire.ByteRange, r wire.ByteRange) []wire.ByteRange {
 }
 
 // delegFileFor names the list of delegations of a share's state.
+// commitDirFor is where share name keeps its commit records (see
+// recordStore), beside its state.
+func commitDirFor(stateDir, name string) string {
+	if stateDir == "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "share-"+name+".commits")
+}
+
 func delegFileFor(stateDir, name string) string {
 	if stateDir == "" {
 		return ""

@@ -114,6 +114,10 @@ func (s *Server) readDir(rel, after string, max int, ld *listData) (wire.ReadDir
 	if err != nil {
 		return wire.ReadDirResp{}, err
 	}
+	if rel == "" && slices.ContainsFunc(names, isStaging) {
+		// The share's own (see resolve): never listed.
+		names = slices.DeleteFunc(slices.Clone(names), isStaging)
+	}
 	if max <= 0 || max > wire.ReadDirPage {
 		max = wire.ReadDirPage
 	}

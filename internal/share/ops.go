@@ -69,6 +69,10 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.putFile(req)
 	case wire.OpPush:
 		return s.push(ctx, req)
+	case wire.OpStage:
+		return s.openStage(req)
+	case wire.OpCommit:
+		return s.commit(req)
 	case wire.OpTicket:
 		return s.issueTicket(req)
 	}
@@ -128,7 +132,14 @@ func (s *Server) resolve(named string, follow bool) (string, error) {
 	if _, err := auth.CleanRel(named); err != nil {
 		return "", &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
 	}
-	return s.tree.resolve(named, follow)
+	rel, err := s.tree.resolve(named, follow)
+	if isStaging(named) || err == nil && isStaging(rel) {
+		// Stages hold other clients' data on its way to files they may
+		// not share: nobody reaches them by name.
+		return "", &wire.Error{Code: wire.CodeAccess, Paths: []string{named},
+			Message: "/" + named + ": names that begin with " + stagePrefix + " or " + journalPrefix + " in the root of a share are the share's own; choose another name"}
+	}
+	return rel, err
 }
 
 // allow checks that tok is valid, covers rel (a resolved path: see reach)
@@ -247,10 +258,17 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	// Opening names a file, never a symlink: the mount's kernel resolves
 	// links itself, the CLI asks the share to (OpenFollow, resolved above),
 	// and a name that became a link since is refused (O_NOFOLLOW: ELOOP).
-	undo, err := s.reserveHandle(req)
+	reserved, err := s.reserveHandle(req)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	// A reader sees one version: a commit to the file waits for it (see
+	// commitGate), and it for a commit under way.
+	gate := func() {}
+	if osFlags&(os.O_WRONLY|os.O_RDWR) == 0 {
+		gate = s.commits.open(rel, holderOf(req))
+	}
+	undo := func() { gate(); reserved() }
 	f, err := s.tree.openFile(rel, osFlags, s.safeMode(r.Mode))
 	if err == nil && created {
 		if err = s.own(rel, r.Mode); err != nil {
@@ -277,7 +295,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	}
 	writing := osFlags&(os.O_WRONLY|os.O_RDWR) != 0
 	hid := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), session: id, conn: req.Conn, rel: rel, flags: r.Flags,
-		writing: writing})
+		writing: writing, gate: gate})
 	deleg := false
 	if r.Flags&wire.OpenDeleg != 0 && writing && id != "" && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		deleg = s.grantWrite(req, id, rel, r.Flags&wire.OpenReclaim != 0)
@@ -321,6 +339,9 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 	}
 	if s.inv.delegCount.Load() > 0 {
 		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
+	}
+	if h.stage == nil {
+		s.commits.read(h.rel)
 	}
 	if req.Conn.CanSendFile() && r.Length >= sendFileMin {
 		// A clear data channel: sum the range, then let the kernel send
@@ -369,6 +390,12 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, h.rel, err)
 	}
+	if h.stage != nil {
+		// Nothing changed yet: the commit applies it.
+		h.stage.wrote(r.Offset, int64(n))
+		fault.Crash("share.write.after-apply-before-reply")
+		return rpc.Reply{Msg: wire.WriteResp{N: uint32(n)}}, nil
+	}
 	s.inv.wroteDeleg(invSessionOf(req), h.rel, r.Offset, int64(n))
 	s.changedData(req, h.rel)
 	a, err := fileAttr(h.f)
@@ -391,7 +418,7 @@ func (s *Server) handleOp(req *rpc.Request) (rpc.Reply, error) {
 		if err != nil {
 			return rpc.Reply{}, err
 		}
-		if err := h.f.Close(); err != nil {
+		if err := h.release(s); err != nil {
 			return rpc.Reply{}, toWire(req.Op, h.rel, err)
 		}
 		return rpc.Reply{}, nil

@@ -98,7 +98,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
 		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
-		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits})
+		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name)})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()

@@ -40,6 +40,9 @@ type Config struct {
 	// DelegFile lists the write delegations held, so that their holders
 	// can reclaim them after a restart ("": no list, no grace period).
 	DelegFile string
+	// CommitDir keeps the records of commits under way, so that a share
+	// that stopped completes them ("": the share's root; see recordStore).
+	CommitDir string
 	// Owner is the account ("USER[:GROUP]") that owns what clients create,
 	// for a share that runs as root ("": see ownerFor).
 	Owner string
@@ -69,7 +72,9 @@ type Server struct {
 	// openHandles counts the handles of everyone, and reserved ones.
 	openHandles int
 
-	names dirNames // sorted names of large directories listed in pages
+	names   dirNames // sorted names of large directories listed in pages
+	commits commitGate
+	records *recordStore
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -82,6 +87,8 @@ type handle struct {
 	rel     string
 	flags   uint32
 	writing bool
+	stage   *stage // a stage of rel's file (OpStage), if set
+	gate    func() // unregisters a read-only handle from s.commits
 }
 
 // session is the per-connection state.
@@ -129,6 +136,15 @@ func New(cfg Config) (*Server, error) {
 		use:     make(map[string]*usage),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
+	s.records = &recordStore{dir: cfg.CommitDir, tree: root}
+	if cfg.CommitDir != "" {
+		if err := os.MkdirAll(cfg.CommitDir, 0o700); err != nil {
+			root.close()
+			return nil, fmt.Errorf("share %s: the directory of commit records: %w", cfg.Name, err)
+		}
+	}
+	s.recoverCommits()
+	s.sweepStages()
 	s.inv = newInvTable(cfg.Now)
 	s.inv.loadDelegs(cfg.DelegFile)
 	s.rpc = rpc.Server{Handler: rpc.HandlerFunc(s.serveLimited), Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
@@ -153,11 +169,16 @@ func (s *Server) Close() error {
 	err := s.rpc.Close()
 	s.closePeers()
 	s.mu.Lock()
+	var hs []*handle
 	for id, h := range s.handles {
-		h.f.Close()
+		hs = append(hs, h)
 		s.forgetHandleLocked(id, h)
 	}
 	s.mu.Unlock()
+	for _, h := range hs {
+		_ = h.release(s)
+	}
+	s.records.close()
 	s.tree.close()
 	return err
 }
@@ -253,17 +274,17 @@ func (s *Server) identify(c *rpc.ServerConn) error {
 // Closed releases the handles a connection opened.
 func (s *Server) Closed(c *rpc.ServerConn) {
 	s.mu.Lock()
-	var files []*os.File
+	var hs []*handle
 	for id, h := range s.handles {
 		if h.conn == c {
-			files = append(files, h.f)
+			hs = append(hs, h)
 			s.forgetHandleLocked(id, h)
 		}
 	}
 	s.mu.Unlock()
 	s.leaveConn(c)
-	for _, f := range files {
-		f.Close()
+	for _, h := range hs {
+		_ = h.release(s)
 	}
 }
 

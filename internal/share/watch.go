@@ -37,7 +37,7 @@ func watchTree(root string, changed func(paths ...string), log *slog.Logger) (*w
 					return
 				}
 				rel := w.rel(ev.Name)
-				if rel == "." {
+				if rel == "." || isStaging(rel) {
 					continue
 				}
 				changed(rel, parentOf(rel))

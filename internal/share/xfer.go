@@ -91,6 +91,7 @@ func (s *Server) getFile(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	defer f.Close()
+	defer s.commits.open(rel, holderOf(req))()
 	a, err := fileAttr(f)
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)

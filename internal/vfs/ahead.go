@@ -49,7 +49,7 @@ func (h *Handle) sendAhead(ctx context.Context, rs []cache.Range) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	if err := v.writeBackRanges(ctx, h.key, h.path, h, todo); err != nil {
+	if err := v.writeBackRanges(ctx, h.key, h.path, h, todo, false); err != nil {
 		return err
 	}
 	var n int64

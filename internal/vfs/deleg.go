@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -127,7 +126,7 @@ func (v *FS) localAttr(p string, a wire.Attr) wire.Attr {
 	v.mu.Lock()
 	d := v.wdelegs[p]
 	v.mu.Unlock()
-	if d == nil || len(v.cache.Dirty(d.key)) == 0 {
+	if d == nil || !v.cache.Unsent(d.key) {
 		return a
 	}
 	d.mu.Lock()
@@ -225,11 +224,15 @@ func (v *FS) dropDeleg(d *wdeleg) {
 }
 
 // writeRanges sends the ranges of d's cached file through a share handle
-// of this agent's session (which no delegation holds up); first, if set,
-// runs once the first half of the work — the ranges of the first group —
-// and the final size are at the share (see recall).
+// of this agent's session (which no delegation holds up), to a stage
+// committed at once with the file's size and the time it was last written
+// here (sent later, it would otherwise carry the time it reached the
+// share, and other agents would see another mtime than this one's programs
+// saw): the share's file is the old version until all of it is there, and
+// stays so if the write-back fails. first, if set (a recall), runs once
+// the data is committed, with nothing left pending.
 func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, first func(rest []cache.Range) error) error {
-	if len(ranges) == 0 && first == nil {
+	if len(ranges) == 0 && first == nil && !v.cache.IsCut(d.key) {
 		return nil
 	}
 	drops := v.dropCount()
@@ -239,151 +242,43 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	}
 	defer f.Close(context.Background())
 	fetch := func(ctx context.Context, p []byte, off int64) (int, error) { return f.ReadAt(ctx, p, off) }
-	buf := make([]byte, 4<<20)
-	sendChunk := func(c cache.Range) error {
-		got, err := v.cache.ReadAt(ctx, d.key, buf[:c.Len], c.Off, fetch)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("reading %s from the cache: %w", d.g, err)
-		}
-		if _, err := f.WriteAt(ctx, buf[:got], c.Off); err != nil {
-			return fmt.Errorf("writing %s back to its share: %w", d.g, err)
-		}
-		// The share's version is now one this agent made: a crash from
-		// here on must not take it for someone else's change.
-		_, size, _ := v.cache.Version(d.key)
-		v.cache.MarkClean(d.key, []cache.Range{c}, f.Attr().Version, size)
-		fault.Crash("vfs.deleg.sent-block")
-		return nil
-	}
-	// send writes rs in pieces of the buffer's size, in order, except that
-	// pieces a waiting reader wants (asked on prio) go first.
-	send := func(rs []cache.Range) error {
-		var chunks []cache.Range
-		for _, r := range rs {
-			for off := r.Off; off < r.End(); off += int64(len(buf)) {
-				chunks = append(chunks, cache.Range{Off: off, Len: min(int64(len(buf)), r.End()-off)})
-			}
-		}
-		done := make([]bool, len(chunks))
-		var wants []wire.ByteRange
-		next := 0
-		for range chunks {
-			for more := true; more; {
-				select {
-				case w := <-d.prioCh():
-					wants = append(wants, w)
-				default:
-					more = false
-				}
-			}
-			i := -1
-			for len(wants) > 0 && i < 0 {
-				w := wants[0]
-				for j, c := range chunks {
-					if !done[j] && c.Off < w.Off+w.Len && w.Off < c.End() {
-						i = j
-						break
-					}
-				}
-				if i < 0 {
-					wants = wants[1:] // all of it is sent
-				}
-			}
-			if i < 0 {
-				for done[next] {
-					next++
-				}
-				i = next
-			}
-			done[i] = true
-			if err := sendChunk(chunks[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// setSize gives the share's file the size this agent's copy has and,
-	// once the last of the data is there (last), the time it was last
-	// written here: sent later, it would otherwise carry the time it
-	// reached the share, and other agents would see another mtime than
-	// this one's programs saw.
-	setSize := func(last bool) (wire.Attr, error) {
-		_, size, _ := v.cache.Version(d.key)
-		a, err := f.Stat(ctx)
-		if err != nil {
-			return a, err
-		}
-		mtime := d.mtime
-		if !last || mtime <= 0 || a.Mtime == mtime {
-			mtime = 0
-		}
-		if a.Size == size && mtime == 0 {
-			return a, nil
-		}
-		if a.Size != size {
-			if err := f.Truncate(ctx, size); err != nil {
-				return a, err
-			}
-		}
-		if mtime != 0 {
-			if _, err := v.c.SetAttr(ctx, d.g, wire.SetAttrReq{Valid: wire.SetMtime, Mtime: mtime}); err != nil {
-				return a, err
-			}
-		}
-		if a, err = f.Stat(ctx); err == nil {
-			v.cache.MarkClean(d.key, nil, a.Version, size)
-		}
-		return a, err
-	}
-	head, rest := ranges, []cache.Range(nil)
-	if first != nil && len(ranges) > 0 {
-		head, rest = ranges[:1], ranges[1:] // see orderWanted
-	}
-	if err := send(head); err != nil {
-		return err
-	}
-	if first != nil {
-		a, err := setSize(len(rest) == 0)
-		if err != nil {
-			return err
-		}
-		// What this agent wrote is recorded before the share hears of
-		// it: after a crash from here, the share's new version is not
-		// taken for another agent's change.
-		v.cache.MarkClean(d.key, head, a.Version, a.Size)
-		if err := v.cache.Persist(d.key); err != nil {
-			return err
-		}
-		if err := first(rest); err != nil {
-			return err
-		}
-		fault.Crash("vfs.deleg.first-return")
-		if len(rest) == 0 {
-			// That return was the last: the file is no longer this
-			// agent's to touch (another agent may be changing it now),
-			// so no size is set again and no attributes are kept.
-			v.cache.MarkClean(d.key, ranges, a.Version, a.Size)
-			return v.cache.Persist(d.key)
-		}
-		if err := send(rest); err != nil {
-			return err
-		}
-	}
-	a, err := setSize(true)
-	if err != nil {
+	_, size, _ := v.cache.Version(d.key)
+	var a wire.Attr
+	if a, err = f.Stat(ctx); err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
 	}
+	if len(ranges) > 0 || a.Size != size || d.mtime > 0 && a.Mtime != d.mtime {
+		mtime := d.mtime
+		if mtime < 0 {
+			mtime = 0
+		}
+		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, client.Commit{Size: size, Mtime: mtime}, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
+		if err != nil {
+			return err
+		}
+	}
+	// What this agent wrote is recorded before the share hears of it:
+	// after a crash from here, the share's new version is not taken for
+	// another agent's change.
 	v.cache.MarkClean(d.key, ranges, a.Version, a.Size)
 	if err := v.cache.Persist(d.key); err != nil {
 		v.log.Warn("cannot record in the cache that data reached the share", "path", d.g, "err", err)
 	}
-	if first == nil {
-		// Still held: what the share has now is what this agent knows.
-		v.setOwn(d.g, a, drops)
-		v.mu.Lock()
-		v.opened[d.key] = a.Version
-		v.mu.Unlock()
+	if first != nil {
+		if err := first(nil); err != nil {
+			return err
+		}
+		fault.Crash("vfs.deleg.first-return")
+		// That return was the last: the file is no longer this agent's
+		// to touch (another agent may be changing it now), so no
+		// attributes are kept.
+		return nil
 	}
+	// Still held: what the share has now is what this agent knows.
+	v.setOwn(d.g, a, drops)
+	v.mu.Lock()
+	v.opened[d.key] = a.Version
+	v.mu.Unlock()
 	return nil
 }
 

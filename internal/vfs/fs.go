@@ -401,7 +401,7 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	ver, _, ok := v.cache.Version(key)
 	// Only ever forward: attributes cached before this agent's own
 	// write-back moved the data's version on are older, not newer.
-	if !ok || a.Version <= ver || len(v.cache.Dirty(key)) > 0 {
+	if !ok || a.Version <= ver || v.cache.Unsent(key) {
 		return
 	}
 	v.cache.Validate(key, a.Version, a.Size, "")

@@ -89,7 +89,7 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		return nil, err
 	}
 	if flags&syscall.O_TRUNC != 0 && wantsWrite(flags) {
-		if _, err := v.SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: 0}); err != nil {
+		if err := v.truncAtOpen(ctx, h); err != nil {
 			h.Release(ctx)
 			return nil, err
 		}
@@ -99,6 +99,32 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		h.openRemote()
 	}
 	return h, nil
+}
+
+// truncAtOpen empties the file of a handle opened with O_TRUNC: at the
+// share at once when writes go through, otherwise in the cache only, the
+// empty size travelling to the share with the data written after it (the
+// share's file stays its old version until then, see writeBack).
+func (v *FS) truncAtOpen(ctx context.Context, h *Handle) error {
+	if v.opts.Write == WriteThrough {
+		_, err := v.SetAttr(ctx, h.path, wire.SetAttrReq{Valid: wire.SetSize, Size: 0})
+		return err
+	}
+	if err := v.cache.Truncate(h.key, 0); err != nil {
+		return err
+	}
+	v.cache.Cut(h.key)
+	if err := v.cache.Persist(h.key); err != nil {
+		return err
+	}
+	h.wrote.Store(time.Now().UnixNano())
+	h.mu.Lock()
+	h.dirty = true
+	h.mu.Unlock()
+	v.mu.Lock()
+	delete(v.attrs, h.path)
+	v.mu.Unlock()
+	return nil
 }
 
 func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32) (*Handle, error) {
@@ -115,7 +141,7 @@ func (v *FS) newHandle(ctx context.Context, p string, a wire.Attr, flags uint32)
 	v.cache.Pin(key)
 	return &Handle{v: v, path: p, key: key, flags: flags, attr: a, KeepCache: kept && ok && seen == a.Version,
 		// Data an earlier close could not send goes with this one.
-		dirty: len(v.cache.Dirty(key)) > 0}, nil
+		dirty: v.cache.Unsent(key)}, nil
 }
 
 // Create creates (or with O_EXCL exclusively creates) p and opens it.
@@ -199,7 +225,7 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	// Newer than what is cached, and not by this handle's own writes.
-	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && len(h.v.cache.Dirty(h.key)) == 0 {
+	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && !h.v.cache.Unsent(h.key) {
 		return 0, &changedError{a, g}
 	}
 	return n, err
@@ -358,7 +384,11 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 
 // Flush sends dirty data to the share (close mode); it is called on every
 // close of a descriptor, and its error is close's.
-func (h *Handle) Flush(ctx context.Context) error {
+func (h *Handle) Flush(ctx context.Context) error { return h.flush(ctx, false) }
+
+// flush is Flush; with sync (fsync), the share makes the data durable as
+// it commits it.
+func (h *Handle) flush(ctx context.Context, sync bool) error {
 	h.mu.Lock()
 	dirty := h.dirty
 	h.mu.Unlock()
@@ -374,7 +404,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 		h.mu.Unlock()
 		return nil
 	}
-	if err := h.v.writeBack(ctx, h.key, h.path, h); err != nil {
+	if err := h.v.writeBack(ctx, h.key, h.path, h, sync); err != nil {
 		if wire.Permanent(err) {
 			// Refused for good: the data is gone from the cache (see
 			// refuse), and so is anything for a later close to send.
@@ -437,7 +467,7 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 	if err != nil {
 		return a, err
 	}
-	if dirty && len(h.v.cache.Dirty(h.key)) > 0 {
+	if dirty && h.v.cache.Unsent(h.key) {
 		// Unsent data: the size this agent's copy has, and the time it
 		// was last written here (kept back under a delegation, or by this
 		// handle); what the share says once it has the data.
@@ -471,7 +501,7 @@ func (h *Handle) Truncate(ctx context.Context, size int64) (wire.Attr, error) {
 
 // Fsync sends dirty data and asks the share to make it durable.
 func (h *Handle) Fsync(ctx context.Context) error {
-	if err := h.Flush(ctx); err != nil {
+	if err := h.flush(ctx, true); err != nil {
 		return err
 	}
 	h.mu.Lock()

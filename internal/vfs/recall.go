@@ -244,7 +244,7 @@ func (v *FS) reclaim(d *wdeleg) {
 	if err == nil {
 		defer f.Close(context.Background())
 	}
-	dirty := len(v.cache.Dirty(d.key)) > 0
+	dirty := v.cache.Unsent(d.key)
 	switch {
 	case err == nil && f.Deleg() && (f.Attr().Version == base || !dirty):
 		v.log.Info("write delegation reclaimed", "path", d.g)
@@ -268,7 +268,7 @@ func (v *FS) reclaim(d *wdeleg) {
 		d.mu.Unlock()
 		v.dropDeleg(d)
 		v.lost.Add(1)
-		v.log.Warn("a file written here under a delegation that was lost changed at its share meanwhile; the local version is kept beside it",
+		v.log.Warn("a file written here under a delegation that was lost changed at its share meanwhile; the retry of unsent data settles it (nothing to send if the share holds this agent's bytes, else the local version is kept beside it)",
 			"path", d.g, "err", err)
 		select {
 		case v.rp.kickChan() <- struct{}{}: // the retry of unsent data keeps it beside

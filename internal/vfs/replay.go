@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/fault"
 	"pando.dev/pando/internal/wire"
 )
@@ -117,7 +116,7 @@ func (v *FS) beginSend(key string) func() {
 			delete(v.rp.busy, key)
 		}
 		v.rp.smu.Unlock()
-		if len(v.cache.Dirty(key)) > 0 {
+		if v.cache.Unsent(key) {
 			// The write-back failed (or the file was written again):
 			// have the retry look soon rather than at its next round.
 			select {
@@ -137,15 +136,11 @@ func (r *replayState) kickChan() chan struct{} {
 	return r.kick
 }
 
-// sent records that the share acknowledged a block of key's dirty data
-// through f: the data still to send is now written against the version f
-// reports, not a change by someone else.
-func (v *FS) sent(key string, f *client.File) {
-	_, size, _ := v.cache.Version(key)
-	v.cache.SetVersion(key, f.Attr().Version, size)
-	if err := v.cache.PersistIndex(); err != nil {
-		v.log.Warn("cannot write the cache index during a write-back", "err", err)
-	}
+// sent records that the share's stage took a block of key's dirty data.
+// The file at the share is unchanged until the commit: an agent killed
+// from here on finds its data dirty against the version it was written
+// on, and sends all of it again.
+func (v *FS) sent(key string) {
 	v.rp.smu.Lock()
 	first := false
 	if s := v.rp.busy[key]; s != nil {
@@ -305,7 +300,7 @@ func (v *FS) reconcileAtOpen(ctx context.Context, key, p string, a wire.Attr) {
 	}
 	pending := func() bool {
 		ver, _, ok := v.cache.Version(key)
-		if !ok || ver == a.Version || len(v.cache.Dirty(key)) == 0 {
+		if !ok || ver == a.Version || !v.cache.Unsent(key) {
 			return false
 		}
 		// An open file or a write-back under way sends the data; but
@@ -562,7 +557,7 @@ func (v *FS) unlinked(ctx context.Context, p string, a wire.Attr) {
 		return
 	}
 	key, err := v.Key(ctx, p, a)
-	if err != nil || v.cache.Pinned(key) || v.sendingNow(key) || len(v.cache.Dirty(key)) == 0 {
+	if err != nil || v.cache.Pinned(key) || v.sendingNow(key) || !v.cache.Unsent(key) {
 		return
 	}
 	v.cache.Drop(key)

@@ -12,21 +12,29 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// writeBack uploads the dirty ranges of key to the share.
-func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle) error {
-	return v.writeBackRanges(ctx, key, p, h, nil)
+// writeBack uploads the dirty ranges of key to the share, through a
+// stage: the share's file is its old version until the whole of the new
+// one is there, and stays so if the write-back fails (a full disk at the
+// share included), so that the data, still dirty here, is sent again
+// against the version it was written on. With sync (a program's fsync),
+// the share makes every step durable.
+func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle, sync bool) error {
+	return v.writeBackRanges(ctx, key, p, h, nil, sync)
 }
 
-// writeBackRanges uploads the dirty ranges of key to the share; with
-// ahead, only those (dirty ranges sent ahead of the close, see makeRoom),
-// and the file's size is left to the close.
-func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahead []cache.Range) error {
+// writeBackRanges is writeBack of the ranges ahead only, if set: dirty
+// ranges sent ahead of the close to make room in the cache (see
+// makeRoom), committed without the file's size or a cut, which the close
+// sends. Until that close the share's file holds them over its old
+// content (docs/consistency.md, "A full cache").
+func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahead []cache.Range, sync bool) error {
 	h.waitOpen(ctx)
 	ranges := v.cache.Dirty(key)
+	cut := v.cache.IsCut(key)
 	if ahead != nil {
-		ranges = ahead
+		ranges, cut = ahead, false
 	}
-	if len(ranges) == 0 {
+	if len(ranges) == 0 && !cut {
 		return nil
 	}
 	defer v.beginSend(key)()
@@ -44,10 +52,10 @@ func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahea
 		size = 0
 	}
 	d := v.dropCount()
-	// Each block the share wrote moves the cache's version along with
-	// the share's, so that after a crash the data is known as this
-	// agent's (see sent).
-	a, err := v.sendRanges(ctx, key, p, f, ranges, size, h.fetch, func() { v.sent(key, f) })
+	// Unless the file was cut here (O_TRUNC), it keeps a size it grew to
+	// at the share meanwhile.
+	c := client.Commit{Size: size, KeepLonger: !cut, Sync: sync}
+	a, err := v.commitRanges(ctx, key, p, f, ranges, c, h.fetch, func() { v.sent(key) })
 	if err != nil {
 		if wire.Permanent(err) {
 			base := f.Attr()
@@ -64,53 +72,81 @@ func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahea
 	return nil
 }
 
-// sendRanges sends the ranges of the cached file key (global path p) to
-// the share's file f, with a bandwidth-delay product of blocks in flight,
-// each checked by the share against its CRC32C (client.File.WriteExtents),
-// and extends the file to size when only the cache saw it grow; written
-// (if set) is called after each block the share wrote. It stops
-// at the first failure; it marks nothing clean, so on any error the data
-// stays dirty in the cache. It returns the file's attributes at the share
-// afterwards: those the last write's reply carried, asked for only when
-// the replies did not carry them.
-func (v *FS) sendRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, size int64, fetch cache.Fetcher, written func()) (wire.Attr, error) {
-	exts := make([]client.Extent, len(ranges))
-	for i, r := range ranges {
-		exts[i] = client.Extent{Off: r.Off, Len: r.Len}
+// inlineMax bounds the dirty data a write-back sends in its commit
+// request (one round trip) rather than through a stage.
+const inlineMax = 4 << 20
+
+// commitRanges sends the ranges of the cached file key (global path p) to
+// the share's file f and commits them there at once, ending as c says
+// (client.Commit: size, mtime, durability). Up to inlineMax
+// bytes go in the commit request itself; more go to a stage first, with
+// a bandwidth-delay product of blocks in flight, each checked by the share
+// against its CRC32C (client.File.WriteExtents), written (if set) called
+// after each block the stage took (once, after the commit, for an inline
+// one). On any error the share's file is as it
+// was and nothing is marked clean. It returns the file's attributes after
+// the commit.
+func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+	var exts []client.Extent
+	var total int64
+	for _, r := range ranges {
+		if r.Len > 0 {
+			exts = append(exts, client.Extent{Off: r.Off, Len: r.Len})
+			total += r.Len
+		}
 	}
+	read := func(b []byte, off int64) (int, error) {
+		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return n, fmt.Errorf("reading %s from the cache: %w", p, err)
+		}
+		return n, nil
+	}
+	if total <= inlineMax {
+		data := make([]byte, 0, total)
+		wr := make([]wire.ByteRange, 0, len(exts))
+		for _, e := range exts {
+			b := make([]byte, e.Len)
+			n, err := read(b, e.Off)
+			if err != nil {
+				return wire.Attr{}, err
+			}
+			if n > 0 {
+				data = append(data, b[:n]...)
+				wr = append(wr, wire.ByteRange{Off: e.Off, Len: int64(n)})
+			}
+		}
+		a, err := f.CommitInline(ctx, wr, data, c)
+		if err != nil {
+			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+		}
+		if written != nil {
+			written() // the one request the share took
+		}
+		return a, nil
+	}
+	st, err := f.Stage(ctx)
+	if err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	defer st.Close(context.WithoutCancel(ctx))
 	var rerr error
-	a, err := f.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
+	if _, err := st.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
 		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
 		if err != nil && !errors.Is(err, io.EOF) {
 			rerr = fmt.Errorf("reading %s from the cache: %w", p, err)
 			return n, rerr
 		}
 		return n, err
-	}, written)
-	if err != nil {
+	}, written); err != nil {
 		if rerr != nil && errors.Is(err, rerr) {
 			return wire.Attr{}, rerr
 		}
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
-	if a.Ino == 0 || a.Version == 0 {
-		// No reply carried attributes: ask.
-		if a, err = f.Stat(ctx); err != nil {
-			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-		}
-	}
-	if a.Size < size {
-		// A file extended by a truncate that only the cache saw.
-		if err := f.Truncate(ctx, size); err != nil {
-			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-		}
-		// The truncate's reply carries the attributes (File.Attr keeps
-		// the newest version it saw).
-		if a = f.Attr(); a.Size != size {
-			if a, err = f.Stat(ctx); err != nil {
-				return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-			}
-		}
+	a, err := st.Commit(ctx, c)
+	if err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
 	return a, nil
 }

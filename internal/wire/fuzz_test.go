@@ -14,6 +14,8 @@ import (
 // TestEveryOpIsFuzzed fails: its messages are then fuzzed with the rest.
 var messages = map[Op]struct{ req, resp func() any }{
 	OpAuth:        {func() any { return &AuthReq{} }, func() any { return &AuthResp{} }},
+	OpStage:       {func() any { return &HandleReq{} }, func() any { return &OpenResp{} }},
+	OpCommit:      {func() any { return &CommitReq{} }, func() any { return &AttrResp{} }},
 	OpGetAttr:     {func() any { return &PathReq{} }, func() any { return &AttrResp{} }},
 	OpReadDir:     {func() any { return &ReadDirReq{} }, func() any { return &ReadDirResp{} }},
 	OpOpen:        {func() any { return &OpenReq{} }, func() any { return &OpenResp{} }},

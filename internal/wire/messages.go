@@ -52,6 +52,13 @@ const (
 	OpPutFile Op = 42 // PutFileReq + data -> AttrResp: create or replace a whole small file atomically
 	OpPush    Op = 43 // PushReq -> PushResp: third-party transfer, this share writes to another
 	OpTicket  Op = 44 // TicketReq -> TicketResp: open a data channel without TLS (safe or clear)
+	// OpStage opens a stage for the file of a writable handle: a hidden
+	// file at the share that takes writes meant for it, until OpCommit
+	// applies them to the file at once (HandleReq -> OpenResp).
+	OpStage Op = 45
+	// OpCommit applies a stage to its file, or fails leaving the file as
+	// it was (CommitReq -> AttrResp). See CommitReq.
+	OpCommit Op = 46
 )
 
 // Consistency operations (60..79).
@@ -85,7 +92,7 @@ var opNames = map[Op]string{
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
 	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
-	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket",
+	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket", OpStage: "stage", OpCommit: "commit",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
@@ -347,6 +354,39 @@ type SumReq struct {
 	Length   int64  `cbor:"4,keyasint"`
 	Block    uint32 `cbor:"5,keyasint"`
 	Uncached bool   `cbor:"6,keyasint,omitempty"`
+}
+
+// CommitReq applies the stage Handle (OpStage) to its file: the bytes
+// written to the stage replace those of the file, whose size becomes Size
+// (a truncate, O_TRUNC included, travels with the data this way; see
+// KeepLonger), and, if Mtime is set, its modification time becomes Mtime
+// (unix ns). The share first reserves the file's space for the bytes to
+// come, so that a full disk fails the commit before the file changes, and
+// records the commit (to complete it if it stops); then it copies them
+// in, with reads of the file through the share waiting (see Sync). The
+// file keeps its identity (Ino). The stage is closed and removed once
+// committed; closing it instead (or losing the connection) throws it
+// away.
+//
+// With Inline, Handle is instead the file's own handle (open for writing)
+// and the request's data part holds the new bytes, those of Ranges one
+// after the other (Sum, if set, is their CRC32C at the source): the share
+// stages them itself, so that a small write-back costs one round trip.
+type CommitReq struct {
+	Tok    uint32      `cbor:"1,keyasint"`
+	Handle uint64      `cbor:"2,keyasint"`
+	Size   int64       `cbor:"3,keyasint"`
+	Mtime  int64       `cbor:"4,keyasint,omitempty"`
+	Inline bool        `cbor:"5,keyasint,omitempty"`
+	Ranges []ByteRange `cbor:"6,keyasint,omitempty"`
+	Sum    *uint32     `cbor:"7,keyasint,omitempty"`
+	// KeepLonger: a file longer than Size at the commit keeps its size
+	// (the writer did not cut it; another may have made it grow).
+	KeepLonger bool `cbor:"8,keyasint,omitempty"`
+	// Sync makes every step durable (the stage, the record, the file):
+	// without it the commit is whole across a crash of the share's
+	// process, not a power cut of its host.
+	Sync bool `cbor:"9,keyasint,omitempty"`
 }
 
 // SumResp answers SumReq; the last block may be short (end of range or file).
