@@ -49,7 +49,12 @@ func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahea
 	}
 	_, size, _ := v.cache.Version(key)
 	if ahead != nil {
+		// A commit's size bounds what it writes: the end of the ranges
+		// sent ahead, the share's file kept if longer (KeepLonger).
 		size = 0
+		for _, r := range ranges {
+			size = max(size, r.End())
+		}
 	}
 	d := v.dropCount()
 	// Unless the file was cut here (O_TRUNC), it keeps a size it grew to
