@@ -396,3 +396,24 @@ func (c *Client) DelegReturn(ctx context.Context, gpath string, pending []wire.B
 	}, nil, nil, nil, nil, false)
 	return named(err, loc)
 }
+
+// DelegFail answers the share's recall of the write delegation on the file
+// at gpath with why its data cannot be written back now (code and msg, see
+// wire.DelegReturnReq): the share keeps the delegation and tells the
+// requests waiting for it.
+func (c *Client) DelegFail(ctx context.Context, gpath string, code wire.Code, msg string) error {
+	if c.opts.Session == "" {
+		return fmt.Errorf("returning a delegation needs a client session")
+	}
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return err
+	}
+	if len(msg) > wire.MaxReturnMessage {
+		msg = strings.ToValidUTF8(msg[:wire.MaxReturnMessage], "")
+	}
+	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
+		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Code: code, Message: msg}
+	}, nil, nil, nil, nil, false)
+	return named(err, loc)
+}

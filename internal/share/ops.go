@@ -123,7 +123,9 @@ func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, n
 	// Whatever the session learns of rel from here on is under a read
 	// delegation (callback sessions), granted before it is read, once any
 	// other agent's write delegation on it is returned.
-	s.touch(req, rel, firstBlock)
+	if err := s.touch(req, rel, firstBlock); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -253,7 +255,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	}
 	id := invSessionOf(req)
 	if r.Flags&wire.OpenTrunc != 0 && s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(id, rel, wire.ByteRange{}, true)
+		if err := s.inv.awaitDeleg(id, rel, wire.ByteRange{}, true); err != nil {
+			return rpc.Reply{}, err
+		}
 	}
 	// Opening names a file, never a symlink: the mount's kernel resolves
 	// links itself, the CLI asks the share to (OpenFollow, resolved above),
@@ -307,7 +311,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	// The file's first bytes with the open, read as read reads them.
 	n := min(r.First, wire.MaxData)
 	if s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(id, rel, wire.ByteRange{Len: int64(n)}, false)
+		if s.inv.awaitDeleg(id, rel, wire.ByteRange{Len: int64(n)}, false) != nil {
+			return rpc.Reply{Msg: resp}, nil // the open stands; the read says why
+		}
 	}
 	buf, release := rpc.DataBuf(int(n))
 	k, sum, err := readSummed(f, buf, 0)
@@ -338,7 +344,9 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "negative read offset %d", r.Offset)
 	}
 	if s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
+		if err := s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false); err != nil {
+			return rpc.Reply{}, err
+		}
 	}
 	if h.stage == nil {
 		s.commits.read(h.rel)
