@@ -216,6 +216,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			}
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
+				for _, u := range st.UnsentFiles {
+					fmt.Fprintf(w, "  %s\n", unsentLine(u, time.Now()))
+				}
 			}
 			if st.Refused > 0 {
 				fmt.Fprintf(w, "refused: %d files had written data their share refused (rights, quota...); dropped, never sent again\n", st.Refused)
@@ -329,4 +332,24 @@ func newCacheCmd(g *cli.Globals) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// unsentLine describes a file with unsent data for pando stats: its size,
+// whether a write delegation keeps it back, and why it waits.
+func unsentLine(u vfs.UnsentFile, now time.Time) string {
+	line := u.Path + ": " + cli.Size(u.Bytes)
+	if u.KeptBack {
+		line += ", kept back under a write delegation"
+	}
+	if u.Cause == "" {
+		return line
+	}
+	what := ""
+	switch u.Cause {
+	case "ENOSPC":
+		what = " (the share's disk is full)"
+	case "EHOSTUNREACH":
+		what = " (the share cannot be reached)"
+	}
+	return fmt.Sprintf("%s; %d sends failed, the last %s ago: %s%s: %s", line, u.Attempts, now.Sub(u.Last).Round(time.Second), u.Cause, what, u.Error)
 }

@@ -305,3 +305,16 @@ func (c *Cache) HoldWrites(key string) func() {
 // SentAhead counts n bytes of dirty data that a writer sent to the share
 // ahead of its close to make room (see Ahead).
 func (c *Cache) SentAhead(n int64) { c.stats.ahead.Add(n) }
+
+// DirtyBytesOf is the size of key's blocks that hold dirty data.
+func (c *Cache) DirtyBytesOf(key string) int64 {
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return dirtyBlocks(e.rec.Dirty, c.opts.BlockSize) * c.opts.BlockSize
+}

@@ -405,7 +405,9 @@ func (h *Handle) flush(ctx context.Context, sync bool) error {
 		return nil
 	}
 	if err := h.v.writeBack(ctx, h.key, h.path, h, sync); err != nil {
+		h.v.noteSendFailure(h.key, h.path, err)
 		if wire.Permanent(err) {
+			h.v.noteSent(h.key)
 			// Refused for good: the data is gone from the cache (see
 			// refuse), and so is anything for a later close to send.
 			h.mu.Lock()
@@ -420,6 +422,7 @@ func (h *Handle) flush(ctx context.Context, sync bool) error {
 		}
 		return err
 	}
+	h.v.noteSent(h.key)
 	h.mu.Lock()
 	h.dirty = false
 	h.mu.Unlock()
