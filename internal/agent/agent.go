@@ -193,6 +193,9 @@ type Stats struct {
 	// delegation), each with the last failure to send it: its cause
 	// (ENOSPC: the share's disk is full), when, and the attempts.
 	UnsentFiles []vfs.UnsentFile `json:"unsent_files,omitempty"`
+	// MaxUnsent is the most unsent data writes may leave in the cache
+	// while their share cannot be reached (--max-unsent).
+	MaxUnsent int64 `json:"max_unsent"`
 	// Conflicts counts files that changed at their share while this agent
 	// held unsent data for them; ConflictList says where each local
 	// version was kept.
@@ -227,7 +230,7 @@ func (a *Agent) Stats() Stats {
 	unsent := a.v.UnsentFiles()
 	return Stats{Staleness: stale, Shares: a.v.Shares(), Offline: o.Offline.String(), Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
-		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: len(unsent), UnsentFiles: unsent, Conflicts: len(conflicts), ConflictList: conflicts,
+		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: len(unsent), UnsentFiles: unsent, MaxUnsent: a.v.MaxUnsent(), Conflicts: len(conflicts), ConflictList: conflicts,
 		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), Controller: a.cl.ControllerStatus()}
 }
 

@@ -318,3 +318,22 @@ func (c *Cache) DirtyBytesOf(key string) int64 {
 	defer e.mu.Unlock()
 	return dirtyBlocks(e.rec.Dirty, c.opts.BlockSize) * c.opts.BlockSize
 }
+
+// AddsDirty is how many bytes of blocks a write of n bytes at off to key
+// would make dirty that are not dirty yet.
+func (c *Cache) AddsDirty(key string, off, n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	bs := c.opts.BlockSize
+	var have []Range
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		have = overlap(e.rec.Dirty, Range{Off: off / bs * bs, Len: (off+n+bs-1)/bs*bs - off/bs*bs})
+		e.mu.Unlock()
+	}
+	return ((off+n-1)/bs - off/bs + 1 - dirtyBlocks(have, bs)) * bs
+}

@@ -96,6 +96,9 @@ func (v *FS) keepBack(h *Handle) bool {
 	}
 	d := v.delegFor(h.path, h.key)
 	if d == nil {
+		d = v.heldWhileDown(context.Background(), h.path, h.key)
+	}
+	if d == nil {
 		return false
 	}
 	// The close acknowledges the data: it must survive a crash of the

@@ -369,6 +369,9 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.writable(ctx); err != nil {
 		return 0, err
 	}
+	if err := h.v.boundUnsent(ctx, h, off, int64(len(p))); err != nil {
+		return 0, err
+	}
 	if err := h.writeCache(ctx, p, off); err != nil {
 		return 0, err
 	}
