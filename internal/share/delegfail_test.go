@@ -2,6 +2,10 @@ package share
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -84,5 +88,76 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	if !cond() {
 		t.Fatal("condition not met")
+	}
+}
+
+// TestDelegReturnFailureRequest: through the share's requests, a stat that
+// recalls a write delegation fails with the holder's ENOSPC and a message
+// naming the file, the share and the holder's reason; any other code is
+// EIO. A reason over the limit is refused (EINVAL) and changes nothing:
+// the waiter still waits, and the holder's return lets it through.
+func TestDelegReturnFailureRequest(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ag := newAgents(t, root, "w", "r")
+	ws := ag.poll("w", 0, time.Millisecond).Stamp
+	ag.poll("r", 0, time.Millisecond)
+	resp, ok := <-ag.open("w", "a", wire.OpenWrite|wire.OpenDeleg)
+	if !ok || !resp.Deleg {
+		t.Fatalf("no write delegation granted: %+v", resp)
+	}
+	type result struct{ err error }
+	stat := func() chan result {
+		ch := make(chan result, 1)
+		go func() { _, err := ag.stat("r", "a"); ch <- result{err} }()
+		return ch
+	}
+	first := stat()
+	rec := ag.poll("w", ws, 5*time.Second)
+	if len(rec.Recalls) != 1 {
+		t.Fatalf("recalls sent to the holder: %+v", rec.Recalls)
+	}
+	ret := func(code wire.Code, msg string) error {
+		_, err := ag.serve("w", wire.OpDelegReturn, wire.DelegReturnReq{Tok: 1, Session: "w", Path: "a", Code: code, Message: msg}, nil)
+		return err
+	}
+	if err := ret(wire.CodeNoSpace, strings.Repeat("x", wire.MaxReturnMessage+1)); wire.CodeOf(err) != wire.CodeInvalid {
+		t.Fatalf("a reason over the limit: %v, want EINVAL", err)
+	}
+	select {
+	case r := <-first:
+		t.Fatalf("the waiter was answered after a refused failure report: %v", r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := ret(wire.CodeNoSpace, "write /a: no space left on device\n\x1b[31m"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-first
+	var we *wire.Error
+	if !errors.As(r.err, &we) || we.Code != wire.CodeNoSpace || !slices.Equal(we.Paths, []string{"a"}) {
+		t.Fatalf("the waiter: %v, want ENOSPC naming a", r.err)
+	}
+	for _, want := range []string{"/a:", "could not be written to share", "no space left on device", "space is freed"} {
+		if !strings.Contains(we.Message, want) {
+			t.Errorf("message %q lacks %q", we.Message, want)
+		}
+	}
+	if strings.ContainsAny(we.Message, "\n\x1b") {
+		t.Errorf("message %q carries control characters", we.Message)
+	}
+	// Another code from the holder reaches the waiters as EIO.
+	if err := ret(wire.CodeAccess, "no"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-stat(); wire.CodeOf(r.err) != wire.CodeIO {
+		t.Errorf("after a failure with EACCES: %v, want EIO", r.err)
+	}
+	if _, err := ag.serve("w", wire.OpDelegReturn, wire.DelegReturnReq{Tok: 1, Session: "w", Path: "a", Done: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-stat(); r.err != nil {
+		t.Fatalf("after the return: %v", r.err)
 	}
 }
