@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -413,7 +414,10 @@ func (c *Client) DelegFail(ctx context.Context, gpath string, code wire.Code, ms
 		msg = strings.ToValidUTF8(msg[:wire.MaxReturnMessage], "")
 	}
 	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
-		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Code: code, Message: msg}
+		// The whole file pending: a share that does not know Code takes
+		// it for a first return step, and still holds every reader back.
+		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Code: code, Message: msg,
+			Pending: []wire.ByteRange{{Off: 0, Len: math.MaxInt64}}}
 	}, nil, nil, nil, nil, false)
 	return named(err, loc)
 }
