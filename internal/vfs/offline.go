@@ -253,16 +253,16 @@ func (v *FS) MaxUnsent() int64 {
 // unsent data past MaxUnsent: the data kept back while a share is away
 // does not fill the cache (other shares' files, and reads, keep room).
 func (v *FS) boundUnsent(ctx context.Context, h *Handle, off, n int64) error {
-	down := v.downErr(ctx, h.path)
-	if down == nil {
-		return nil
+	have, limit := v.cache.DirtyBytes(), v.MaxUnsent()
+	if have+n+2*v.cache.BlockSize() <= limit {
+		return nil // within the bound however many blocks it touches
 	}
 	add := v.cache.AddsDirty(h.key, off, n)
-	if add == 0 {
+	if add == 0 || have+add <= limit {
 		return nil
 	}
-	have, limit := v.cache.DirtyBytes(), v.MaxUnsent()
-	if have+add <= limit {
+	down := v.downErr(ctx, h.path)
+	if down == nil {
 		return nil
 	}
 	return fmt.Errorf("%s: the write is refused: its share cannot be reached, and the cache already holds %d bytes not yet sent, the most it accepts while a share is away (--max-unsent %d); it is sent when the share returns: %w",
