@@ -21,6 +21,7 @@ import (
 // mountFlags are the agent's flags, shared by pando mount and pando up.
 type mountFlags struct {
 	cacheDir, cacheSize, memory, blockSize string
+	maxUnsent                              string
 	consistency, write, offline            string
 	policies                               []string
 	readAhead                              int
@@ -37,6 +38,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D, callback or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
 	cmd.Flags().StringVar(&f.offline, "offline", "serve", "while a share cannot be reached: serve (its cached files and listings stay readable, read-only and marked stale; not under strict) or fail")
+	cmd.Flags().StringVar(&f.maxUnsent, "max-unsent", "auto", "data not yet sent the cache accepts while a share cannot be reached (writes kept back under a write delegation), past which writes fail with EHOSTUNREACH; auto: a quarter of --cache-size (half of what the cache holds unsent before sending ahead, which also caps it)")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
@@ -87,6 +89,11 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 	}
 	if cfg.VFS.Offline, err = vfs.ParseOffline(f.offline); err != nil {
 		return cfg, cli.Usagef("--offline: %v", err)
+	}
+	if f.maxUnsent != "auto" {
+		if cfg.VFS.MaxUnsent, err = cli.ParseSize(f.maxUnsent); err != nil || cfg.VFS.MaxUnsent <= 0 {
+			return cfg, cli.Usagef("--max-unsent must be a size above zero, e.g. 256MiB, or auto")
+		}
 	}
 	for _, p := range f.policies {
 		pol, err := vfs.ParsePolicy(p)
@@ -216,6 +223,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			}
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
+				for _, u := range st.UnsentFiles {
+					fmt.Fprintf(w, "  %s\n", unsentLine(u, time.Now()))
+				}
 			}
 			if st.Refused > 0 {
 				fmt.Fprintf(w, "refused: %d files had written data their share refused (rights, quota...); dropped, never sent again\n", st.Refused)
@@ -329,4 +339,24 @@ func newCacheCmd(g *cli.Globals) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// unsentLine describes a file with unsent data for pando stats: its size,
+// whether a write delegation keeps it back, and why it waits.
+func unsentLine(u vfs.UnsentFile, now time.Time) string {
+	line := u.Path + ": " + cli.Size(u.Bytes)
+	if u.KeptBack {
+		line += ", kept back under a write delegation"
+	}
+	if u.Cause == "" {
+		return line
+	}
+	what := ""
+	switch u.Cause {
+	case "ENOSPC":
+		what = " (the share's disk is full)"
+	case "EHOSTUNREACH":
+		what = " (the share cannot be reached)"
+	}
+	return fmt.Sprintf("%s; %d sends failed, the last %s ago: %s%s: %s", line, u.Attempts, now.Sub(u.Last).Round(time.Second), u.Cause, what, u.Error)
 }

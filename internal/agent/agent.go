@@ -186,9 +186,16 @@ type Stats struct {
 	// made them may not use the mount (pando mount --lend-to).
 	RefusedLocal int64 `json:"refused_local_users"`
 	// Unsent counts files with data not yet at their share that no open
-	// file holds (nor a write delegation keeps back): retried, or kept
-	// after a conflict (see Conflicts).
+	// file holds (a write delegation keeps it back, or it is retried, or
+	// kept after a conflict: see Conflicts).
 	Unsent int `json:"unsent"`
+	// UnsentFiles lists them (with data kept back under a write
+	// delegation), each with the last failure to send it: its cause
+	// (ENOSPC: the share's disk is full), when, and the attempts.
+	UnsentFiles []vfs.UnsentFile `json:"unsent_files,omitempty"`
+	// MaxUnsent is the most unsent data writes may leave in the cache
+	// while their share cannot be reached (--max-unsent).
+	MaxUnsent int64 `json:"max_unsent"`
 	// Conflicts counts files that changed at their share while this agent
 	// held unsent data for them; ConflictList says where each local
 	// version was kept.
@@ -220,9 +227,10 @@ func (a *Agent) Stats() Stats {
 		dl = &d
 	}
 	conflicts := a.v.Conflicts()
+	unsent := a.v.UnsentFiles()
 	return Stats{Staleness: stale, Shares: a.v.Shares(), Offline: o.Offline.String(), Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
-		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: a.v.Unsent(), Conflicts: len(conflicts), ConflictList: conflicts,
+		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: len(unsent), UnsentFiles: unsent, MaxUnsent: a.v.MaxUnsent(), Conflicts: len(conflicts), ConflictList: conflicts,
 		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), Controller: a.cl.ControllerStatus()}
 }
 

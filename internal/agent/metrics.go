@@ -34,7 +34,8 @@ var (
 		"Per share used: how long it has been in its present state (up or unreachable).", []string{"share"}, nil)
 	descShareOutages = prometheus.NewDesc("pando_share_outages_total", "Per share used: times it was marked unreachable.", []string{"share"}, nil)
 	descShareRTT     = prometheus.NewDesc("pando_share_rtt_seconds", "Per share used: the smoothed round trip of its pings, which its deadlines follow.", []string{"share"}, nil)
-	descUnsent       = prometheus.NewDesc("pando_unsent_files", "Files whose data has not reached their share yet.", nil, nil)
+	descUnsent       = prometheus.NewDesc("pando_unsent_files", "Files whose data has not reached their share yet (kept back under a write delegation included), by the cause of the last failure to send them (an errno name such as ENOSPC or EHOSTUNREACH; none: no send failed yet).", []string{"cause"}, nil)
+	descUnsentBytes  = prometheus.NewDesc("pando_unsent_bytes", "Bytes of cache blocks holding data not yet at its share, of the files pando_unsent_files counts.", nil, nil)
 	descConflicts    = prometheus.NewDesc("pando_conflicts", "Conflicts met since the agent started (local versions kept beside the files).", nil, nil)
 	descDelegs       = prometheus.NewDesc("pando_write_delegations", "Write delegations held now.", nil, nil)
 	descGranted      = prometheus.NewDesc("pando_write_delegations_granted_total", "Write delegations granted.", nil, nil)
@@ -90,7 +91,20 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		bound = math.Inf(1)
 	}
 	gauge(descBound, bound)
-	gauge(descUnsent, float64(a.v.Unsent()))
+	causes := map[string]int{}
+	var unsentBytes int64
+	for _, u := range a.v.UnsentFiles() {
+		cause := u.Cause
+		if cause == "" {
+			cause = "none"
+		}
+		causes[cause]++
+		unsentBytes += u.Bytes
+	}
+	for cause, n := range causes {
+		gauge(descUnsent, float64(n), cause)
+	}
+	gauge(descUnsentBytes, float64(unsentBytes))
 	gauge(descConflicts, float64(len(a.v.Conflicts())))
 	collectController(a.cl.ControllerStatus(), gauge, counter)
 	if o.Write == vfs.WriteBack {

@@ -305,3 +305,35 @@ func (c *Cache) HoldWrites(key string) func() {
 // SentAhead counts n bytes of dirty data that a writer sent to the share
 // ahead of its close to make room (see Ahead).
 func (c *Cache) SentAhead(n int64) { c.stats.ahead.Add(n) }
+
+// DirtyBytesOf is the size of key's blocks that hold dirty data.
+func (c *Cache) DirtyBytesOf(key string) int64 {
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return dirtyBlocks(e.rec.Dirty, c.opts.BlockSize) * c.opts.BlockSize
+}
+
+// AddsDirty is how many bytes of blocks a write of n bytes at off to key
+// would make dirty that are not dirty yet.
+func (c *Cache) AddsDirty(key string, off, n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	bs := c.opts.BlockSize
+	var have []Range
+	c.mu.Lock()
+	e := c.entries[key]
+	c.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		have = overlap(e.rec.Dirty, Range{Off: off / bs * bs, Len: (off+n+bs-1)/bs*bs - off/bs*bs})
+		e.mu.Unlock()
+	}
+	return ((off+n-1)/bs - off/bs + 1 - dirtyBlocks(have, bs)) * bs
+}

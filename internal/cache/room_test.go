@@ -275,3 +275,40 @@ func TestAheadNamesTheOldestDirtyBlocks(t *testing.T) {
 		t.Fatalf("evicted %d blocks, want the 2 sent", n)
 	}
 }
+
+// TestAddsDirty: the blocks a write would newly make dirty, and a file's
+// dirty bytes, count whole blocks, those dirty already not again.
+func TestAddsDirty(t *testing.T) {
+	const bs = 4096
+	c, err := Open(Options{Dir: t.TempDir(), BlockSize: bs, DiskBytes: 1 << 20, MemoryBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	c.Validate("f", 1, 0, "/d/f")
+	if got := c.AddsDirty("f", 10, 100); got != bs {
+		t.Errorf("a write into a clean block adds %d, want %d", got, bs)
+	}
+	if err := c.WriteAt(ctx, "f", make([]byte, bs), bs+10, (&remote{}).fetch); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.DirtyBytesOf("f"); got != 2*bs {
+		t.Errorf("dirty bytes of f: %d, want %d (two blocks touched)", got, 2*bs)
+	}
+	for _, tc := range []struct{ off, n, want int64 }{
+		{bs + 100, 10, 0},           // inside a dirty block
+		{0, 3 * bs, bs},             // block 0 and blocks 1, 2 dirty
+		{2*bs - 1, 2 * bs, bs},      // blocks 1, 2 dirty, 3 new
+		{5 * bs, 1, bs},             // past the end
+		{0, 0, 0},                   // nothing written
+		{bs + 5000, 5 * bs, 5 * bs}, // blocks 2..7: 3..7 new
+	} {
+		if got := c.AddsDirty("f", tc.off, tc.n); got != tc.want {
+			t.Errorf("AddsDirty(%d, %d) = %d, want %d", tc.off, tc.n, got, tc.want)
+		}
+	}
+	if got := c.AddsDirty("none", 0, 1); got != bs {
+		t.Errorf("a write to a file not cached adds %d, want %d", got, bs)
+	}
+}

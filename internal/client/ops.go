@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -393,6 +394,30 @@ func (c *Client) DelegReturn(ctx context.Context, gpath string, pending []wire.B
 	}
 	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
 		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Pending: pending, Done: done}
+	}, nil, nil, nil, nil, false)
+	return named(err, loc)
+}
+
+// DelegFail answers the share's recall of the write delegation on the file
+// at gpath with why its data cannot be written back now (code and msg, see
+// wire.DelegReturnReq): the share keeps the delegation and tells the
+// requests waiting for it.
+func (c *Client) DelegFail(ctx context.Context, gpath string, code wire.Code, msg string) error {
+	if c.opts.Session == "" {
+		return fmt.Errorf("returning a delegation needs a client session")
+	}
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return err
+	}
+	if len(msg) > wire.MaxReturnMessage {
+		msg = strings.ToValidUTF8(msg[:wire.MaxReturnMessage], "")
+	}
+	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
+		// The whole file pending: a share that does not know Code takes
+		// it for a first return step, and still holds every reader back.
+		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Code: code, Message: msg,
+			Pending: []wire.ByteRange{{Off: 0, Len: math.MaxInt64}}}
 	}, nil, nil, nil, nil, false)
 	return named(err, loc)
 }

@@ -37,6 +37,10 @@ type wdeleg struct {
 	quiet     bool             // changes by the holder during the return, not yet recorded
 	wantQ     []wire.ByteRange // ... and not sent to it yet
 	reclaim   bool             // listed from before a restart; not reclaimed yet
+	// failed is the holder's answer to the recall when it could not
+	// write its data back (see DelegReturnReq.Code): requests waiting
+	// for the delegation fail with it until the holder returns it.
+	failed *wire.Error
 }
 
 // Limits of write delegations.
@@ -167,13 +171,15 @@ func (t *invTable) delegsNear(rel string, listing bool) []string {
 // awaitDeleg returns once session id may go ahead with a request on path:
 // nobody else holds a write delegation on it, or the holder has returned
 // enough of it (mutate: everything; otherwise the final size and want).
-func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool) {
+// It fails with the holder's reason when the holder answered the recall
+// that it cannot write its data back (see failReturn).
+func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool) error {
 	for {
 		t.mu.Lock()
 		d := t.wdelegs[path]
 		if d == nil || d.holder == id {
 			t.mu.Unlock()
-			return
+			return nil
 		}
 		now := t.now()
 		var until time.Time
@@ -188,7 +194,7 @@ func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool)
 		} else {
 			if d.returned && !mutate && !overlapsAny(want, d.pending) {
 				t.mu.Unlock()
-				return
+				return nil
 			}
 			if d.returned && !mutate && want.Len > 0 && !overlapsAny(want, d.asked) && len(d.asked) < 1024 {
 				// A read waits for bytes still to come: have the holder
@@ -216,7 +222,14 @@ func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool)
 				if quiet {
 					t.record(d.holder, path) // what it wrote of its return
 				}
-				return
+				return nil
+			}
+			if d.failed != nil && !d.returned {
+				// The holder answered that it cannot write its data
+				// back (it is recalled again meanwhile).
+				err := d.failed
+				t.mu.Unlock()
+				return err
 			}
 			if !d.recalling {
 				d.recalling, d.want, d.sent = true, want, time.Time{}
@@ -285,6 +298,7 @@ func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done b
 	if d == nil || d.holder != id {
 		return false
 	}
+	d.failed = nil
 	if done {
 		record = d.quiet
 		delete(t.wdelegs, path)
@@ -295,6 +309,23 @@ func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done b
 	}
 	t.signal()
 	return record
+}
+
+// failReturn applies a DelegReturn of session id that reports a failure
+// to write its data back: the delegation stays the holder's (and is
+// recalled again, every recallResend), and the requests waiting for it
+// fail with why, at once, until the holder returns it. It reports whether
+// id holds a recalled delegation on path.
+func (t *invTable) failReturn(id, path string, why *wire.Error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.wdelegs[path]
+	if d == nil || d.holder != id || !d.recalling || d.returned {
+		return false
+	}
+	d.failed = why
+	t.signal()
+	return true
 }
 
 // delegated reports whether some session holds a write delegation on path.

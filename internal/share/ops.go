@@ -184,7 +184,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	}
 	id := invSessionOf(req)
 	if r.Flags&wire.OpenTrunc != 0 && s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(id, rel, wire.ByteRange{}, true)
+		if err := s.inv.awaitDeleg(id, rel, wire.ByteRange{}, true); err != nil {
+			return rpc.Reply{}, err
+		}
 	}
 	// Opening names a file, never a symlink: the mount's kernel resolves
 	// links itself, the CLI asks the share to (OpenFollow, resolved above),
@@ -238,7 +240,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	// The file's first bytes with the open, read as read reads them.
 	n := min(r.First, wire.MaxData)
 	if s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(id, rel, wire.ByteRange{Len: int64(n)}, false)
+		if s.inv.awaitDeleg(id, rel, wire.ByteRange{Len: int64(n)}, false) != nil {
+			return rpc.Reply{Msg: resp}, nil // the open stands; the read says why
+		}
 	}
 	buf, release := rpc.DataBuf(int(n))
 	k, sum, err := readSummed(f, buf, 0)
@@ -269,7 +273,9 @@ func (s *Server) read(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "negative read offset %d", r.Offset)
 	}
 	if s.inv.delegCount.Load() > 0 {
-		s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false)
+		if err := s.inv.awaitDeleg(invSessionOf(req), h.rel, wire.ByteRange{Off: r.Offset, Len: int64(r.Length)}, false); err != nil {
+			return rpc.Reply{}, err
+		}
 	}
 	if h.stage == nil {
 		s.commits.read(h.rel)

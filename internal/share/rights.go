@@ -54,7 +54,9 @@ func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, n
 	// Whatever the session learns of rel from here on is under a read
 	// delegation (callback sessions), granted before it is read, once any
 	// other agent's write delegation on it is returned.
-	s.touch(req, rel, firstBlock)
+	if err := s.touch(req, rel, firstBlock); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

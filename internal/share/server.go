@@ -400,7 +400,10 @@ func (s *Server) tokenHandle(req *rpc.Request, tok uint32, id uint64) (*handle, 
 		if req.Op == wire.OpRead {
 			want = wire.ByteRange{} // read checks its own range
 		}
-		s.touch(req, h.rel, want) // as in allow: replies carry the file's attributes
+		// As in allow: replies carry the file's attributes.
+		if err := s.touch(req, h.rel, want); err != nil {
+			return nil, err
+		}
 	}
 	return h, err
 }
@@ -468,18 +471,24 @@ func invSessionOf(req *rpc.Request) string {
 // agent's write delegation on rel (or, for a listing, on its entries) to
 // be returned as far as the request needs (want: the bytes it reads
 // first), then grants the request's session a read delegation on rel.
-func (s *Server) touch(req *rpc.Request, rel string, want wire.ByteRange) {
+// It fails when a holder answered that it cannot write its data back.
+func (s *Server) touch(req *rpc.Request, rel string, want wire.ByteRange) error {
 	id := invSessionOf(req)
-	await := func() {
+	await := func() error {
 		for _, p := range s.inv.delegsNear(rel, req.Op == wire.OpReadDir) {
-			s.inv.awaitDeleg(id, p, want, mutates(req.Op))
+			if err := s.inv.awaitDeleg(id, p, want, mutates(req.Op)); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	await()
+	if err := await(); err != nil {
+		return err
+	}
 	s.holds(req, rel)
 	// A delegation granted since the wait recalls the read holds taken
 	// before it was recorded; one taken after must wait for it here.
-	await()
+	return await()
 }
 
 // mutates reports whether requests of op change what they name (and so

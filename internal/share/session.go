@@ -1,6 +1,8 @@
 package share
 
 import (
+	"strings"
+	"syscall"
 	"time"
 
 	"pando.dev/pando/internal/fault"
@@ -80,6 +82,13 @@ func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	if r.Code != 0 {
+		if len(r.Message) > wire.MaxReturnMessage {
+			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a failed delegation return may give a reason of at most %d bytes", wire.MaxReturnMessage)
+		}
+		s.inv.failReturn(id, r.Path, s.returnFailure(r.Path, r.Code, r.Message))
+		return rpc.Reply{}, nil
+	}
 	if len(r.Pending) > 1<<16 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return may name at most 65536 pending ranges")
 	}
@@ -92,4 +101,27 @@ func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
 		fault.Crash("share.deleg.partial-return")
 	}
 	return rpc.Reply{}, nil
+}
+
+// returnFailure is the error requests waiting for the write delegation on
+// rel get once its holder answered the recall that it cannot write its
+// data back (code, why). Only the causes a reader can act on pass (a
+// full share: ENOSPC); anything else is EIO. The holder's reason is shown
+// as text, control characters removed.
+func (s *Server) returnFailure(rel string, code wire.Code, why string) *wire.Error {
+	if code != wire.CodeNoSpace {
+		code = wire.CodeIO
+	}
+	why = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, why)
+	if why == "" {
+		why = syscall.Errno(code).Error()
+	}
+	return &wire.Error{Code: code, Paths: []string{rel}, Message: "/" + rel +
+		": the data another agent wrote to it (under a write delegation) could not be written to share " + s.cfg.Name + ": " + why +
+		"; that agent keeps it and sends it once the cause is gone (for a full disk: once space is freed at the share)"}
 }

@@ -96,6 +96,9 @@ func (v *FS) keepBack(h *Handle) bool {
 	}
 	d := v.delegFor(h.path, h.key)
 	if d == nil {
+		d = v.heldWhileDown(context.Background(), h.path, h.key)
+	}
+	if d == nil {
 		return false
 	}
 	// The close acknowledges the data: it must survive a crash of the
@@ -188,11 +191,15 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 		d.returning, giveUp = true, true
 		v.dropDeleg(d)
 		v.refuse(ctx, d.key, d.g, nil, err)
+		v.noteSent(d.key)
 	case err != nil:
+		v.noteSendFailure(d.key, d.g, err)
 		v.log.Warn("cannot send data kept back under a write delegation; it stays in the cache", "path", d.g, "err", err)
 		if !giveUp {
 			v.sendLater(d)
 		}
+	default:
+		v.noteSent(d.key)
 	}
 	if giveUp {
 		v.dropDeleg(d)

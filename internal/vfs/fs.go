@@ -46,7 +46,8 @@ type FS struct {
 	// change that the reply predates.
 	drops uint64
 
-	rp replayState // unsent data from before: replay, conflicts
+	rp    replayState  // unsent data from before: replay, conflicts
+	fails sendFailures // why unsent data waits, per file (see unsent.go)
 
 	pollers map[string]*poller // by share, for paths under poll
 	// Write delegations held (write mode back), by global path.

@@ -369,6 +369,9 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if err := h.writable(ctx); err != nil {
 		return 0, err
 	}
+	if err := h.v.boundUnsent(ctx, h, off, int64(len(p))); err != nil {
+		return 0, err
+	}
 	if err := h.writeCache(ctx, p, off); err != nil {
 		return 0, err
 	}
@@ -405,7 +408,9 @@ func (h *Handle) flush(ctx context.Context, sync bool) error {
 		return nil
 	}
 	if err := h.v.writeBack(ctx, h.key, h.path, h, sync); err != nil {
+		h.v.noteSendFailure(h.key, h.path, err)
 		if wire.Permanent(err) {
+			h.v.noteSent(h.key)
 			// Refused for good: the data is gone from the cache (see
 			// refuse), and so is anything for a later close to send.
 			h.mu.Lock()
@@ -420,6 +425,7 @@ func (h *Handle) flush(ctx context.Context, sync bool) error {
 		}
 		return err
 	}
+	h.v.noteSent(h.key)
 	h.mu.Lock()
 	h.dirty = false
 	h.mu.Unlock()

@@ -237,3 +237,56 @@ func (v *FS) gone(p string) {
 		}
 	}
 }
+
+// MaxUnsent is the bound on data not yet sent that writes may add while
+// their share cannot be reached (see Options.MaxUnsent).
+func (v *FS) MaxUnsent() int64 {
+	limit := v.cache.DirtyLimit()
+	if v.opts.MaxUnsent > 0 {
+		return min(v.opts.MaxUnsent, limit)
+	}
+	return limit / 2
+}
+
+// boundUnsent refuses a write of n bytes at off through h while h's share
+// cannot be reached if the blocks it would make dirty take the cache's
+// unsent data past MaxUnsent: the data kept back while a share is away
+// does not fill the cache (other shares' files, and reads, keep room).
+func (v *FS) boundUnsent(ctx context.Context, h *Handle, off, n int64) error {
+	have, limit := v.cache.DirtyBytes(), v.MaxUnsent()
+	if have+n+2*v.cache.BlockSize() <= limit {
+		return nil // within the bound however many blocks it touches
+	}
+	add := v.cache.AddsDirty(h.key, off, n)
+	if add == 0 || have+add <= limit {
+		return nil
+	}
+	down := v.downErr(ctx, h.path)
+	if down == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: the write is refused: its share cannot be reached, and the cache already holds %d bytes not yet sent, the most it accepts while a share is away (--max-unsent %d); it is sent when the share returns: %w",
+		h.path, have, limit, down)
+}
+
+// heldWhileDown returns the write delegation on p (cache key key) that
+// this agent holds while p's share cannot be reached, whose lease has
+// lapsed meanwhile: a close keeps its data back all the same, durable in
+// the cache, and the delegation's timer (or its reclaim, if the share
+// restarted) sends it when the share returns; the share revokes it only
+// for another agent that wants the file, and then the local version is
+// kept beside the file as a conflict.
+func (v *FS) heldWhileDown(ctx context.Context, p, key string) *wdeleg {
+	v.mu.Lock()
+	d := v.wdelegs[p]
+	v.mu.Unlock()
+	if d == nil || d.key != key || v.downErr(ctx, p) == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.returning {
+		return nil
+	}
+	return d
+}

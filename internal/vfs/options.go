@@ -163,6 +163,11 @@ type Options struct {
 	// Offline says what is done with cached data while its share cannot
 	// be reached (see offline.go).
 	Offline Offline
+	// MaxUnsent bounds the data not yet sent that the cache accepts while
+	// a share cannot be reached (writes kept back under a write
+	// delegation): past it, writes fail with EHOSTUNREACH. 0: half the
+	// cache's dirty limit (cache.DirtyLimit), which also caps it.
+	MaxUnsent int64
 }
 
 // policy returns the consistency for a global path: the longest matching

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -158,6 +159,7 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 		// agent goes ahead with the share's version.
 		v.dropDeleg(d)
 		v.refuse(ctx, d.key, d.g, nil, err)
+		v.noteSent(d.key)
 		d.mu.Unlock()
 		_ = v.c.DelegReturn(ctx, d.g, nil, true)
 		v.invalidate(d.g)
@@ -165,13 +167,22 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	}
 	if err != nil {
 		// Kept, with its data: the share sends the recall again, or
-		// (restarted) lets this agent reclaim it.
+		// (restarted) lets this agent reclaim it. When the share refused
+		// the data (full, an I/O error), it tells the requests waiting
+		// for it why (see failCode).
 		d.returning = false
 		v.sendLater(d)
 		d.mu.Unlock()
+		v.noteSendFailure(d.key, d.g, err)
 		v.log.Warn("cannot write back a recalled file; its data stays in the cache", "path", d.g, "err", err)
+		if code := failCode(err); code != 0 && ctx.Err() == nil {
+			if ferr := v.c.DelegFail(ctx, d.g, code, reason(err)); ferr != nil {
+				v.log.Warn("cannot tell the share why a recalled file cannot be written back", "path", d.g, "err", ferr)
+			}
+		}
 		return
 	}
+	v.noteSent(d.key)
 	v.dropDeleg(d)
 	d.mu.Unlock()
 	if err := v.c.DelegReturn(ctx, d.g, nil, true); err != nil {
@@ -179,6 +190,28 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	}
 	v.log.Debug("write delegation returned", "path", d.g, "dirty left", v.cache.Dirty(d.key))
 	v.invalidate(d.g)
+}
+
+// failCode is the code a recall that failed with err is answered with
+// (see client.DelegFail): the share's own refusal of the data, a full
+// disk (ENOSPC) or an I/O error there; 0 for anything else (the network,
+// the share's limits on requests), which the recall sent again settles.
+func failCode(err error) wire.Code {
+	var we *wire.Error
+	if errors.As(err, &we) && (we.Code == wire.CodeNoSpace || we.Code == wire.CodeIO) {
+		return we.Code
+	}
+	return 0
+}
+
+// reason is what the share is told of a failed write-back: the share's
+// own words when it refused the data, err's text otherwise.
+func reason(err error) string {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we.Message
+	}
+	return err.Error()
 }
 
 // orderWanted returns the dirty ranges with the part the recall wants

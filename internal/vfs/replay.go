@@ -179,18 +179,6 @@ func (v *FS) Conflicts() []Conflict {
 	return append([]Conflict(nil), v.rp.conflicts...)
 }
 
-// Unsent counts files with dirty data that no open file holds, nor a
-// write delegation keeps back.
-func (v *FS) Unsent() int {
-	n := 0
-	for _, e := range v.cache.DirtyKeys() {
-		if !e.Pinned && !v.sendingNow(e.Key) {
-			n++
-		}
-	}
-	return n
-}
-
 // RetryUnsent replays unsent data at once and then retries until quit is
 // closed (see the comment on retryMin).
 func (v *FS) RetryUnsent(log *slog.Logger) {
@@ -257,6 +245,11 @@ func (v *FS) Replay(ctx context.Context, log *slog.Logger) ReplayResult {
 			continue
 		}
 		err := v.replayOne(ctx, log, e.Key, e.Name)
+		if err == nil || errors.Is(err, errAlreadySent) || errors.Is(err, errConflict) || wire.Permanent(err) {
+			v.noteSent(e.Key)
+		} else {
+			v.noteSendFailure(e.Key, e.Name, err)
+		}
 		if (err == nil || errors.Is(err, errAlreadySent)) && v.unwarn(e.Key) {
 			log.Warn("unsent data that waited for its share has reached it", "path", e.Name)
 		}

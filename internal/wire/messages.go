@@ -178,13 +178,25 @@ type Recall struct {
 // the share, with the ranges still to come (Pending); then with Done, once
 // everything is written. Requests of other agents that need none of the
 // pending bytes go ahead after the first step.
+//
+// A holder that cannot write its data back answers the recall with the
+// failure instead (Code set; Pending and Done are then ignored): the
+// share keeps the delegation, and fails the requests waiting for it, and
+// those that come until the holder returns it, with Code (ENOSPC or EIO)
+// and a message naming the file and Message, the holder's reason (at most
+// MaxReturnMessage bytes). The share recalls it again as usual.
 type DelegReturnReq struct {
 	Tok     uint32      `cbor:"1,keyasint"`
 	Session string      `cbor:"2,keyasint"`
 	Path    string      `cbor:"3,keyasint"`
 	Pending []ByteRange `cbor:"4,keyasint,omitempty"`
 	Done    bool        `cbor:"5,keyasint,omitempty"`
+	Code    Code        `cbor:"6,keyasint,omitempty"`
+	Message string      `cbor:"7,keyasint,omitempty"`
 }
+
+// MaxReturnMessage bounds DelegReturnReq.Message.
+const MaxReturnMessage = 512
 
 // ByteRange is Len bytes at Off.
 type ByteRange struct {
