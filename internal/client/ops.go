@@ -273,6 +273,18 @@ func (c *Client) Mkdir(ctx context.Context, gpath string, mode uint32) (wire.Att
 	return resp.Attr, named(err, loc)
 }
 
+// Mknod creates gpath as a FIFO, a socket or an empty regular file (see
+// wire.MknodReq).
+func (c *Client) Mknod(ctx context.Context, gpath string, mode uint32) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpMknod, func(tok uint32) any { return wire.MknodReq{Tok: tok, Path: loc.Rel, Mode: mode} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
 // Symlink creates gpath pointing at target.
 func (c *Client) Symlink(ctx context.Context, target, gpath string) (wire.Attr, error) {
 	loc, err := c.Locate(ctx, gpath)

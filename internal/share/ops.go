@@ -47,6 +47,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.mkdir(req)
 	case wire.OpSymlink:
 		return s.symlink(req)
+	case wire.OpMknod:
+		return s.mknod(req)
 	case wire.OpSetAttr:
 		return s.setattr(req)
 	case wire.OpGetXattr:
@@ -528,6 +530,24 @@ func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, err
 	}
 	return s.newEntry(req, r.Tok, r.Path, r.Mode, func(rel string) error { return s.tree.mkdir(rel, s.safeMode(r.Mode)) })
+}
+
+// mknod makes a FIFO, a socket or an empty regular file. Devices are
+// refused: a client never makes a device node on the share's host.
+func (s *Server) mknod(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.MknodReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	switch r.Mode & syscall.S_IFMT {
+	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		return rpc.Reply{}, wire.Errorf(wire.CodePerm, "a device cannot be made at a share")
+	default:
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "mknod: mode %#o is no FIFO, socket or regular file", r.Mode)
+	}
+	mode := r.Mode&syscall.S_IFMT | s.safeMode(r.Mode)
+	return s.newEntry(req, r.Tok, r.Path, r.Mode, func(rel string) error { return s.tree.mknod(rel, mode) })
 }
 
 func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {

@@ -127,8 +127,24 @@ func (t *tree) openFile(rel string, flags int, mode uint32) (*os.File, error) {
 		if name == "" {
 			name = "."
 		}
-		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+		// Without blocking: a FIFO would hold the request until a writer
+		// came. Only regular files and directories are opened at a share;
+		// the I/O of special files is local to each host.
+		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, mode)
 		if err != nil {
+			return &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
+			unix.Close(fd)
+			return &fs.PathError{Op: "open", Path: rel, Err: unix.ENXIO}
+		}
+		if err := unix.SetNonblock(fd, false); err != nil {
+			unix.Close(fd)
 			return &fs.PathError{Op: "open", Path: rel, Err: err}
 		}
 		f = os.NewFile(uintptr(fd), rel)
@@ -168,6 +184,15 @@ func (t *tree) mkdir(rel string, mode uint32) error {
 	return t.at(rel, func(dirfd int, name string) error {
 		if err := unix.Mkdirat(dirfd, name, mode); err != nil {
 			return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
+		}
+		return nil
+	})
+}
+
+func (t *tree) mknod(rel string, mode uint32) error {
+	return t.at(rel, func(dirfd int, name string) error {
+		if err := unix.Mknodat(dirfd, name, mode, 0); err != nil {
+			return &fs.PathError{Op: "mknod", Path: rel, Err: err}
 		}
 		return nil
 	})

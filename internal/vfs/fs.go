@@ -483,6 +483,21 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 	return err
 }
 
+// Mknod creates p as a FIFO, a socket or an empty regular file.
+func (v *FS) Mknod(ctx context.Context, p string, mode uint32) (wire.Attr, error) {
+	if err := v.downErr(ctx, p); err != nil {
+		return wire.Attr{}, err
+	}
+	d := v.dropCount()
+	a, err := v.c.Mknod(ctx, p, mode)
+	if err != nil {
+		v.forget(p)
+		return a, err
+	}
+	v.made(p, a, d)
+	return a, err
+}
+
 // Symlink creates p pointing at target.
 func (v *FS) Symlink(ctx context.Context, target, p string) (wire.Attr, error) {
 	if err := v.downErr(ctx, p); err != nil {

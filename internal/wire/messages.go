@@ -43,6 +43,10 @@ const (
 	OpRemoveXattr Op = 25 // XattrReq -> AttrResp
 
 	OpLock Op = 26 // LockReq -> LockResp: a byte-range lock on an open file (see lock.go)
+
+	// OpMknod creates a special file, a FIFO or a socket, or an empty
+	// regular file: MknodReq -> AttrResp.
+	OpMknod Op = 27
 )
 
 // Transfer operations (40..59).
@@ -91,7 +95,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
-	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
+	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpMknod: "mknod", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
 	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket", OpStage: "stage", OpCommit: "commit",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
@@ -492,6 +496,16 @@ type RenameReq struct {
 
 // MkdirReq creates a directory.
 type MkdirReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+	Mode uint32 `cbor:"3,keyasint"`
+}
+
+// MknodReq creates Path as a FIFO (S_IFIFO), a socket (S_IFSOCK) or an
+// empty regular file (S_IFREG), as Mode's type bits say, with Mode's
+// permission bits. Device numbers are not carried: a device cannot be
+// made at a share.
+type MknodReq struct {
 	Tok  uint32 `cbor:"1,keyasint"`
 	Path string `cbor:"2,keyasint"`
 	Mode uint32 `cbor:"3,keyasint"`
