@@ -483,13 +483,14 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 	return err
 }
 
-// Mknod creates p as a FIFO, a socket or an empty regular file.
-func (v *FS) Mknod(ctx context.Context, p string, mode uint32) (wire.Attr, error) {
+// Mknod creates p as a FIFO, a socket, a device (a record at the share,
+// see wire.MknodReq) or an empty regular file.
+func (v *FS) Mknod(ctx context.Context, p string, mode, rdev uint32) (wire.Attr, error) {
 	if err := v.downErr(ctx, p); err != nil {
 		return wire.Attr{}, err
 	}
 	d := v.dropCount()
-	a, err := v.c.Mknod(ctx, p, mode)
+	a, err := v.c.Mknod(ctx, p, mode, rdev)
 	if err != nil {
 		v.forget(p)
 		return a, err
@@ -539,12 +540,24 @@ func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Att
 		return wire.Attr{}, err
 	}
 	d := v.dropCount()
-	a, err := v.c.SetAttr(ctx, p, r)
+	resp, err := v.c.SetAttrPrior(ctx, p, r)
+	a := resp.Attr
 	v.forget(p)
 	if err != nil {
 		return a, err
 	}
 	v.setOwn(p, a, d)
+	if resp.Prior != 0 && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// A chmod (or atime) of ours changed the version, not the bytes:
+		// what is cached of the version before is this one's (else the
+		// next open drops it, and a read of it under a handle opened
+		// before fails as changed).
+		if key, kerr := v.Key(ctx, p, a); kerr == nil {
+			if cv, _, ok := v.cache.Version(key); ok && cv == resp.Prior {
+				v.cache.SetVersion(key, a.Version, a.Size)
+			}
+		}
+	}
 	if r.Valid&wire.SetSize != 0 {
 		if key, kerr := v.Key(ctx, p, a); kerr == nil {
 			if err := v.cache.Truncate(key, r.Size); err != nil {
