@@ -140,3 +140,49 @@ func checkMode(t *testing.T, mounted, atShare string, want uint32) {
 		}
 	}
 }
+
+// TestLinkCounts: a link made, removed or renamed over through one name
+// of a file shows at once in the link count through its other names
+// (they were cached with the old count).
+func TestLinkCounts(t *testing.T) {
+	d := newDomain(t, "uva")
+	d.addShare("alpha")
+	for _, mode := range [][]string{nil, {"--consistency", "callback", "--write", "back"}} {
+		a := mountAgent(t, d.admin, mode...)
+		dir, err := os.MkdirTemp(filepath.Join(a.dir, "uva/alpha"), "links")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := func(n string) string { return filepath.Join(dir, n) }
+		nlink := func(n string, want uint64) {
+			t.Helper()
+			var st unix.Stat_t
+			if err := unix.Lstat(p(n), &st); err != nil || st.Nlink != want {
+				t.Errorf("%v: %s has %d links (%v), want %d", mode, n, st.Nlink, err, want)
+			}
+		}
+		for _, n := range []string{"f", "s"} {
+			if err := os.WriteFile(p(n), []byte(n), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nlink("f", 1)
+		if err := os.Link(p("f"), p("g")); err != nil {
+			t.Fatal(err)
+		}
+		nlink("f", 2)
+		nlink("g", 2)
+		if err := os.Rename(p("s"), p("g")); err != nil {
+			t.Fatal(err)
+		}
+		nlink("f", 1)
+		if err := os.Link(p("f"), p("h")); err != nil {
+			t.Fatal(err)
+		}
+		nlink("h", 2)
+		if err := os.Remove(p("h")); err != nil {
+			t.Fatal(err)
+		}
+		nlink("f", 1)
+	}
+}

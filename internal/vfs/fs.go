@@ -205,6 +205,28 @@ func (v *FS) forget(p string) {
 	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
 }
 
+// forgetLinks drops the cached attributes of every other name of a file
+// with attributes a that has more than one: a link made or removed through
+// one name changes the link count and ctime seen through all of them.
+func (v *FS) forgetLinks(a wire.Attr) {
+	if a.Nlink < 2 || a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return
+	}
+	var names []string
+	v.mu.Lock()
+	v.gen++
+	for k, e := range v.attrs {
+		if !e.neg && e.a.Ino == a.Ino {
+			delete(v.attrs, k)
+			names = append(names, k)
+		}
+	}
+	v.mu.Unlock()
+	for _, k := range names {
+		v.cache.PutMeta(cache.MetaAttr, k, nil)
+	}
+}
+
 // forgetTree drops everything cached at or below p (after a rename).
 func (v *FS) forgetTree(p string) {
 	v.mu.Lock()
@@ -447,6 +469,7 @@ func (v *FS) Unlink(ctx context.Context, p string) error {
 	}
 	if err == nil && known && !ae.neg {
 		v.unlinked(ctx, p, ae.a)
+		v.forgetLinks(ae.a)
 	}
 	return err
 }
@@ -473,12 +496,18 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 	v.waitOpens(ctx, newp)
 	v.settle(oldp)
 	v.settle(newp)
+	v.mu.Lock()
+	replaced, known := v.attrs[newp]
+	v.mu.Unlock()
 	err := v.c.Rename(ctx, oldp, newp, noReplace)
 	v.forgetTree(oldp)
 	v.forgetTree(newp)
 	if err == nil {
 		v.gone(oldp)
 		v.gone(newp)
+		if known && !replaced.neg {
+			v.forgetLinks(replaced.a)
+		}
 	}
 	return err
 }
@@ -528,6 +557,7 @@ func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
 	v.forget(newp)
 	v.forget(oldp)
 	if err == nil {
+		v.forgetLinks(a)
 		v.setOwn(newp, a, d)
 	}
 	return a, err
