@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -192,4 +193,33 @@ func TestSetIDRecord(t *testing.T) {
 	check("chmod 04711", a.Attr, 0o4711, 0o1711)
 	serveAs(t, s, sc, wire.OpSetAttr, wire.SetAttrReq{Tok: 1, Path: "f", Valid: wire.SetMode, Mode: 0o1644}, &a)
 	check("chmod 01644", a.Attr, 0o1644, 0o1644)
+}
+
+// TestNameTooLong: a name over 255 bytes or a path over 4096 is refused
+// with ENAMETOOLONG, as a file system refuses it, and nothing is made.
+func TestNameTooLong(t *testing.T) {
+	root := t.TempDir()
+	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	long := strings.Repeat("n", 256)
+	deep := strings.Repeat(strings.Repeat("d", 200)+"/", 21) + "f"
+	for _, p := range []string{long, "a/" + long, deep} {
+		for _, c := range []struct {
+			op  wire.Op
+			msg any
+		}{
+			{wire.OpCreate, wire.OpenReq{Tok: 1, Path: p, Flags: wire.OpenWrite, Mode: 0o644}},
+			{wire.OpMkdir, wire.MkdirReq{Tok: 1, Path: p, Mode: 0o755}},
+			{wire.OpGetAttr, wire.PathReq{Tok: 1, Path: p}},
+			{wire.OpUnlink, wire.PathReq{Tok: 1, Path: p}},
+		} {
+			err := serveAs(t, s, sc, c.op, c.msg, nil)
+			var we *wire.Error
+			if !errors.As(err, &we) || we.Errno() != syscall.ENAMETOOLONG {
+				t.Errorf("%s of a path of %d bytes: %v, want ENAMETOOLONG", c.op, len(p), err)
+			}
+		}
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Errorf("refused requests made %d entries", len(ents))
+	}
 }
