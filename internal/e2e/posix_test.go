@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -184,5 +185,38 @@ func TestLinkCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		nlink("f", 1)
+	}
+}
+
+// TestChmodWhileAppending: a chmod of a file open for appending, whose
+// bytes the agent has not yet sent (write-back), leaves the file's size
+// as the program wrote it: the next append goes after those bytes (the
+// kernel took the share's size from the chmod's reply, and the append
+// overwrote the file from its start).
+func TestChmodWhileAppending(t *testing.T) {
+	d := newDomain(t, "uva")
+	d.addShare("alpha")
+	for _, mode := range [][]string{nil, {"--consistency", "callback", "--write", "back"}} {
+		a := mountAgent(t, d.admin, mode...)
+		p := filepath.Join(a.dir, "uva/alpha", "append"+strconv.Itoa(len(mode)))
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("y")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(p); err != nil || string(b) != "xy" {
+			t.Errorf("%v: the file holds %q (%v), want \"xy\"", mode, b, err)
+		}
 	}
 }

@@ -596,6 +596,12 @@ func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Att
 			v.cache.SetVersion(key, a.Version, a.Size)
 		}
 	}
+	if r.Valid&wire.SetSize == 0 {
+		// The share's size is not the file's while this agent holds
+		// bytes it has not sent (write-back): the kernel would take it,
+		// and an append would start at the share's end.
+		a = v.localAttr(p, a)
+	}
 	return a, nil
 }
 
