@@ -8,7 +8,10 @@ import (
 
 // Limits on share-relative paths.
 const (
-	MaxPath      = 4096
+	// MaxPath bounds a share-relative path. It is above Linux's PATH_MAX
+	// (4096), which bounds one system call's path: a program may name a
+	// file of PATH_MAX bytes relative to a directory deep in a share.
+	MaxPath      = 16384
 	MaxComponent = 255
 )
 

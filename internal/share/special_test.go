@@ -195,13 +195,13 @@ func TestSetIDRecord(t *testing.T) {
 	check("chmod 01644", a.Attr, 0o1644, 0o1644)
 }
 
-// TestNameTooLong: a name over 255 bytes or a path over 4096 is refused
+// TestNameTooLong: a name over 255 bytes or a path over 16 KiB is refused
 // with ENAMETOOLONG, as a file system refuses it, and nothing is made.
 func TestNameTooLong(t *testing.T) {
 	root := t.TempDir()
 	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
 	long := strings.Repeat("n", 256)
-	deep := strings.Repeat(strings.Repeat("d", 200)+"/", 21) + "f"
+	deep := strings.Repeat(strings.Repeat("d", 200)+"/", 90) + "f" // over auth.MaxPath
 	for _, p := range []string{long, "a/" + long, deep} {
 		for _, c := range []struct {
 			op  wire.Op
@@ -221,5 +221,33 @@ func TestNameTooLong(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
 		t.Errorf("refused requests made %d entries", len(ents))
+	}
+}
+
+// TestLongPath: a path longer than the kernel takes in one call (4096
+// bytes), made of names of at most 255, is served: a program names it
+// relative to a directory deep in the share.
+func TestLongPath(t *testing.T) {
+	root := t.TempDir()
+	s, sc := serverWith(t, root, []auth.Grant{{Path: "", Rights: auth.All}})
+	dir := ""
+	for i := 0; len(dir) < 6000; i++ {
+		dir = joinRel(dir, strings.Repeat(string(rune('a'+i%26)), 250))
+		if err := serveAs(t, s, sc, wire.OpMkdir, wire.MkdirReq{Tok: 1, Path: dir, Mode: 0o755}, nil); err != nil {
+			t.Fatalf("mkdir at %d bytes: %v", len(dir), err)
+		}
+	}
+	f := dir + "/f"
+	var h wire.OpenResp
+	if err := serveAs(t, s, sc, wire.OpCreate, wire.OpenReq{Tok: 1, Path: f, Flags: wire.OpenWrite, Mode: 0o640}, &h); err != nil {
+		t.Fatalf("create at %d bytes: %v", len(f), err)
+	}
+	serveAs(t, s, sc, wire.OpClose, wire.HandleReq{Handle: h.Handle}, nil)
+	var a wire.AttrResp
+	if err := serveAs(t, s, sc, wire.OpGetAttr, wire.PathReq{Tok: 1, Path: f}, &a); err != nil || a.Attr.Mode != syscall.S_IFREG|0o640 {
+		t.Fatalf("getattr at %d bytes: %v, mode %o", len(f), err, a.Attr.Mode)
+	}
+	if err := serveAs(t, s, sc, wire.OpUnlink, wire.PathReq{Tok: 1, Path: f}, nil); err != nil {
+		t.Fatalf("unlink at %d bytes: %v", len(f), err)
 	}
 }
