@@ -274,6 +274,18 @@ func (c *Client) Mkdir(ctx context.Context, gpath string, mode uint32) (wire.Att
 	return resp.Attr, named(err, loc)
 }
 
+// Mknod creates gpath as a FIFO, a socket, a device (a record at the
+// share) or an empty regular file (see wire.MknodReq).
+func (c *Client) Mknod(ctx context.Context, gpath string, mode, rdev uint32) (wire.Attr, error) {
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return wire.Attr{}, err
+	}
+	var resp wire.AttrResp
+	_, _, err = c.call(ctx, loc, wire.OpMknod, func(tok uint32) any { return wire.MknodReq{Tok: tok, Path: loc.Rel, Mode: mode, Rdev: rdev} }, nil, &resp, nil, nil, false)
+	return resp.Attr, named(err, loc)
+}
+
 // Symlink creates gpath pointing at target.
 func (c *Client) Symlink(ctx context.Context, target, gpath string) (wire.Attr, error) {
 	loc, err := c.Locate(ctx, gpath)
@@ -287,13 +299,20 @@ func (c *Client) Symlink(ctx context.Context, target, gpath string) (wire.Attr, 
 
 // SetAttr changes mode, times or size (see wire.SetAttrReq; Tok and Path are filled in).
 func (c *Client) SetAttr(ctx context.Context, gpath string, r wire.SetAttrReq) (wire.Attr, error) {
+	resp, err := c.SetAttrPrior(ctx, gpath, r)
+	return resp.Attr, err
+}
+
+// SetAttrPrior is SetAttr, with the version the file had just before the
+// change when its contents did not change (see wire.AttrResp.Prior).
+func (c *Client) SetAttrPrior(ctx context.Context, gpath string, r wire.SetAttrReq) (wire.AttrResp, error) {
 	loc, err := c.Locate(ctx, gpath)
 	if err != nil {
-		return wire.Attr{}, err
+		return wire.AttrResp{}, err
 	}
 	var resp wire.AttrResp
 	_, _, err = c.call(ctx, loc, wire.OpSetAttr, func(tok uint32) any { r.Tok, r.Path = tok, loc.Rel; return r }, nil, &resp, nil, nil, false)
-	return resp.Attr, named(err, loc)
+	return resp, named(err, loc)
 }
 
 // Truncate sets a file's size.

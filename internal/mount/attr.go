@@ -43,6 +43,7 @@ var owner = struct{ uid, gid uint32 }{uint32(os.Geteuid()), uint32(os.Getegid())
 func fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
 	out.Ino = ino
 	out.Mode = a.Mode
+	out.Rdev = uint32(a.Rdev)
 	out.Nlink = a.Nlink
 	out.Size = uint64(a.Size)
 	out.Blocks = uint64(a.Blocks)

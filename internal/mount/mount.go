@@ -150,6 +150,9 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		AttrTimeout:     &zero,
 		NegativeTimeout: &zero,
 		RootStableAttr:  &fs.StableAttr{Ino: synthIno("/")},
+		// A mode is shown as the share has it: a file made with mode 0
+		// is 0, not go-fuse's stand-in 0644.
+		NullPermissions: true,
 	}
 	m.guard.fs = fs.NewNodeFS(root, fopts)
 	server, err := fuse.NewServer(m.guard, dir, &fopts.MountOptions)

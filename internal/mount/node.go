@@ -36,6 +36,7 @@ var (
 	_ fs.NodeRmdirer    = (*node)(nil)
 	_ fs.NodeRenamer    = (*node)(nil)
 	_ fs.NodeSymlinker  = (*node)(nil)
+	_ fs.NodeMknoder    = (*node)(nil)
 	_ fs.NodeReadlinker = (*node)(nil)
 	_ fs.NodeLinker     = (*node)(nil)
 	_ fs.NodeStatfser   = (*node)(nil)
@@ -254,6 +255,21 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	oldp := path.Join(n.gpath(), name)
 	newp := path.Join("/"+newParent.EmbeddedInode().Path(nil), newName)
 	return n.m.fail("rename", oldp, n.v().Rename(ctx, oldp, newp, flags&unix.RENAME_NOREPLACE != 0))
+}
+
+// Mknod creates a FIFO, a socket, a device or an empty regular file.
+// Their I/O is local to each host, as on NFS: the kernel serves a FIFO or
+// a socket itself and never asks the agent to open one, and opens no
+// device on the mount (nodev). The share keeps a device as a record.
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, done := detach(ctx)
+	defer done()
+	p := path.Join(n.gpath(), name)
+	a, err := n.v().Mknod(ctx, p, mode, dev)
+	if err != nil {
+		return nil, n.m.fail("mknod", p, err)
+	}
+	return n.entry(ctx, p, a, out), 0
 }
 
 // Symlink creates a symbolic link.

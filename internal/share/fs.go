@@ -45,13 +45,18 @@ func fileAttr(f *os.File) (wire.Attr, error) {
 	if err != nil {
 		return wire.Attr{}, err
 	}
-	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil {
+	var a wire.Attr
+	if err := rc.Control(func(fd uintptr) {
+		if serr = unix.Fstat(int(fd), &st); serr == nil {
+			a = shownFd(&st, int(fd))
+		}
+	}); err != nil {
 		return wire.Attr{}, err
 	}
 	if serr != nil {
 		return wire.Attr{}, serr
 	}
-	return attrOf(&st), nil
+	return a, nil
 }
 
 // lstat returns the attributes of rel without following a final symlink.
@@ -65,7 +70,7 @@ func (s *Server) lstat(rel string) (wire.Attr, error) {
 		if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return &fs.PathError{Op: "lstat", Path: rel, Err: err}
 		}
-		a = attrOf(&st)
+		a = shownAt(&st, dirfd, name)
 		return nil
 	})
 	return a, err
@@ -78,13 +83,18 @@ func statAt(d *os.File, name string) (wire.Attr, error) {
 	if err != nil {
 		return wire.Attr{}, err
 	}
-	if err := rc.Control(func(fd uintptr) { serr = unix.Fstatat(int(fd), name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+	var a wire.Attr
+	if err := rc.Control(func(fd uintptr) {
+		if serr = unix.Fstatat(int(fd), name, &st, unix.AT_SYMLINK_NOFOLLOW); serr == nil {
+			a = shownAt(&st, int(fd), name)
+		}
+	}); err != nil {
 		return wire.Attr{}, err
 	}
 	if serr != nil {
 		return wire.Attr{}, &fs.PathError{Op: "lstat", Path: name, Err: serr}
 	}
-	return attrOf(&st), nil
+	return a, nil
 }
 
 func splitRel(rel string) (dir, name string) {

@@ -168,6 +168,7 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpUnlink, wire.PathReq{Tok: 1, Path: "up/secret"}},
 		{wire.OpRename, wire.RenameReq{Tok: 1, Old: "d/f", New: "out/f"}},
 		{wire.OpMkdir, wire.MkdirReq{Tok: 1, Path: "up/sub/x", Mode: 0o755}},
+		{wire.OpMknod, wire.MknodReq{Tok: 1, Path: "up/sub/f", Mode: 0o10644}},
 		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "out/secret", Name: "user.a", Value: []byte("v")}},
 		{wire.OpStage, wire.HandleReq{Tok: 1, Handle: 1}},
 		{wire.OpCommit, wire.CommitReq{Tok: 1, Handle: 1, Size: -1, Mtime: 1}},

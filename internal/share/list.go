@@ -123,5 +123,5 @@ func readAt(dfd int, name string, p []byte) (int, wire.Attr) {
 	if unix.Fstat(fd, &st) != nil {
 		return -1, wire.Attr{}
 	}
-	return n, attrOf(&st)
+	return n, shownFd(&st, fd)
 }

@@ -47,6 +47,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.mkdir(req)
 	case wire.OpSymlink:
 		return s.symlink(req)
+	case wire.OpMknod:
+		return s.mknod(req)
 	case wire.OpSetAttr:
 		return s.setattr(req)
 	case wire.OpGetXattr:
@@ -202,9 +204,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 		gate = s.commits.open(rel, holderOf(req))
 	}
 	undo := func() { gate(); reserved() }
-	f, err := s.tree.openFile(rel, osFlags, s.safeMode(r.Mode))
+	f, err := s.tree.openFile(rel, osFlags, s.realMode(syscall.S_IFREG|r.Mode&0o7777))
 	if err == nil && created {
-		if err = s.own(rel, r.Mode); err != nil {
+		if err = s.own(rel, syscall.S_IFREG|r.Mode&0o7777, 0); err != nil {
 			f.Close()
 		}
 	}
@@ -464,7 +466,27 @@ func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	return s.newEntry(req, r.Tok, r.Path, r.Mode, func(rel string) error { return s.tree.mkdir(rel, s.safeMode(r.Mode)) })
+	return s.newEntry(req, r.Tok, r.Path, syscall.S_IFDIR|r.Mode&0o7777, 0, func(rel string) error { return s.tree.mkdir(rel, s.safeMode(r.Mode)) })
+}
+
+// mknod makes a FIFO, a socket or an empty regular file. Devices are
+// refused: a client never makes a device node on the share's host.
+func (s *Server) mknod(req *rpc.Request) (rpc.Reply, error) {
+	var r wire.MknodReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	real := r.Mode&syscall.S_IFMT | s.realMode(r.Mode)
+	switch r.Mode & syscall.S_IFMT {
+	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		// A record: an empty regular file (see special.go).
+		real = syscall.S_IFREG | s.realMode(r.Mode)
+	default:
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "mknod: mode %#o is no FIFO, socket, device or regular file", r.Mode)
+	}
+	mode := r.Mode&syscall.S_IFMT | r.Mode&0o7777
+	return s.newEntry(req, r.Tok, r.Path, mode, r.Rdev, func(rel string) error { return s.tree.mknod(rel, real) })
 }
 
 func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
@@ -475,12 +497,12 @@ func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
 	if len(r.Target) == 0 || len(r.Target) > 4096 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "symlink target must be 1 to 4096 bytes")
 	}
-	return s.newEntry(req, r.Tok, r.Path, 0, func(rel string) error { return s.tree.symlink(r.Target, rel) })
+	return s.newEntry(req, r.Tok, r.Path, 0, 0, func(rel string) error { return s.tree.symlink(r.Target, rel) })
 }
 
 // newEntry creates a directory entry with create, after checking the
 // insert right, and answers with its attributes.
-func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode uint32, create func(rel string) error) (rpc.Reply, error) {
+func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode, rdev uint32, create func(rel string) error) (rpc.Reply, error) {
 	_, rel, err := s.reach(req, tok, named, false, auth.Insert)
 	if err != nil {
 		return rpc.Reply{}, err
@@ -491,7 +513,7 @@ func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode uint3
 	if err := create(rel); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
-	if err := s.own(rel, mode); err != nil {
+	if err := s.own(rel, mode, rdev); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	s.changed(req, rel, parentOf(rel))
@@ -510,8 +532,9 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	before, berr := s.lstat(rel)
 	if r.Valid&wire.SetMode != 0 {
-		if err := s.tree.chmod(rel, s.safeMode(r.Mode)); err != nil {
+		if err := s.chmodAsked(rel, r.Mode); err != nil {
 			return rpc.Reply{}, toWire(req.Op, rel, err)
 		}
 	}
@@ -547,7 +570,11 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
-	return rpc.Reply{Msg: wire.AttrResp{Attr: a}}, nil
+	resp := wire.AttrResp{Attr: a}
+	if berr == nil && r.Valid&(wire.SetSize|wire.SetMtime) == 0 && before.Ino == a.Ino && before.Size == a.Size && before.Mtime == a.Mtime {
+		resp.Prior = before.Version
+	}
+	return rpc.Reply{Msg: resp}, nil
 }
 
 // attrReply answers with the attributes of rel.

@@ -82,18 +82,27 @@ func (s *Server) safeMode(mode uint32) uint32 {
 	return mode &^ (syscall.S_ISUID | syscall.S_ISGID)
 }
 
-// own gives rel, just created with mode, to the share's owner account.
-func (s *Server) own(rel string, mode uint32) error {
-	if s.owner == nil {
-		return nil
-	}
+// own gives rel, just created for a client that asked for mode (type
+// bits and 07777) and, for a device, rdev, to the share's owner account,
+// and gives it the mode asked: exactly (the share's umask, which the
+// client's kernel has already applied once, is undone), with what the
+// share's host may not have kept as a record (see special.go).
+func (s *Server) own(rel string, mode, rdev uint32) error {
 	return s.tree.atPath(rel, true, func(p string, fd int, st *unix.Stat_t) error {
-		if err := unix.Fchownat(fd, "", s.owner.uid, s.owner.gid, unix.AT_EMPTY_PATH); err != nil {
-			return &os.PathError{Op: "chown", Path: rel, Err: err}
+		if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+			mode = st.Mode // a link has no mode of its own
 		}
-		// chown clears setuid and setgid; put back those allowed.
-		if set := st.Mode & s.safeMode(mode) & (syscall.S_ISUID | syscall.S_ISGID); set != 0 && st.Mode&syscall.S_IFMT != syscall.S_IFLNK {
-			return unix.Chmod(p, st.Mode&0o7777)
+		if s.owner != nil {
+			if err := unix.Fchownat(fd, "", s.owner.uid, s.owner.gid, unix.AT_EMPTY_PATH); err != nil {
+				return &os.PathError{Op: "chown", Path: rel, Err: err}
+			}
+			// chown clears setuid and setgid: see again.
+			if err := unix.Fstat(fd, st); err != nil {
+				return err
+			}
+		}
+		if err := s.setMode(p, st, mode, rdev); err != nil {
+			return &os.PathError{Op: "chmod", Path: rel, Err: err}
 		}
 		return nil
 	})

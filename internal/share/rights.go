@@ -1,6 +1,8 @@
 package share
 
 import (
+	"errors"
+
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
@@ -27,7 +29,7 @@ func (s *Server) reach(req *rpc.Request, tok uint32, named string, follow bool, 
 // says where a symlink led.
 func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, need auth.Rights) (*auth.Token, error) {
 	if _, err := auth.CleanRel(rel); err != nil {
-		return nil, &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
+		return nil, uncleanPath(err)
 	}
 	t, err := s.token(req, tok)
 	if err != nil {
@@ -60,10 +62,19 @@ func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, n
 	return t, nil
 }
 
+// uncleanPath is the refusal of a path auth.CleanRel refused: too long
+// (ENAMETOOLONG, as a file system says), or one that could leave the share.
+func uncleanPath(err error) *wire.Error {
+	if errors.Is(err, auth.ErrTooLong) {
+		return &wire.Error{Code: wire.CodeNameTooLong, Message: err.Error()}
+	}
+	return &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
+}
+
 // resolve checks that a client's path is clean and returns what it reaches.
 func (s *Server) resolve(named string, follow bool) (string, error) {
 	if _, err := auth.CleanRel(named); err != nil {
-		return "", &wire.Error{Code: wire.CodeEscape, Message: err.Error()}
+		return "", uncleanPath(err)
 	}
 	rel, err := s.tree.resolve(named, follow)
 	if isStaging(named) || err == nil && isStaging(rel) {

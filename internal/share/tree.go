@@ -53,21 +53,53 @@ var beneath = unix.OpenHow{
 }
 
 // openDirFd opens the directory rel (resolved: no symlink in it) and
-// returns its descriptor.
+// returns its descriptor. A path longer than the kernel takes in one call
+// (PATH_MAX) is walked in pieces, each beneath the directory before it.
 func (t *tree) openDirFd(rel string) (int, error) {
-	how := beneath
 	if rel == "" {
 		rel = "." // a descriptor of its own: a dup would share the listing offset
 	}
+	at, rest := t.fd, rel
 	for {
-		fd, err := unix.Openat2(t.fd, rel, &how)
-		if err == unix.EINTR || err == unix.EAGAIN {
-			continue // openat2 asks for a retry when a rename raced it
+		piece := rest
+		if len(piece) > pieceMax {
+			i := strings.LastIndexByte(piece[:pieceMax], '/')
+			if i <= 0 {
+				if at != t.fd {
+					unix.Close(at)
+				}
+				return -1, &fs.PathError{Op: "open", Path: rel, Err: unix.ENAMETOOLONG}
+			}
+			piece = piece[:i]
+		}
+		fd, err := openBeneath(at, piece)
+		if at != t.fd {
+			unix.Close(at)
 		}
 		if err != nil {
 			return -1, &fs.PathError{Op: "open", Path: rel, Err: err}
 		}
-		return fd, nil
+		if len(piece) == len(rest) {
+			return fd, nil
+		}
+		at, rest = fd, rest[len(piece)+1:]
+	}
+}
+
+// pieceMax is the longest path openDirFd opens in one call: less than
+// PATH_MAX (4096 with its NUL).
+const pieceMax = 4000
+
+// openBeneath opens the directory p below the directory dirfd, never
+// through a symlink or "..".
+func openBeneath(dirfd int, p string) (int, error) {
+	how := beneath
+	for {
+		fd, err := unix.Openat2(dirfd, p, &how)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue // openat2 asks for a retry when a rename raced it
+		}
+		return fd, err
 	}
 }
 
@@ -127,8 +159,24 @@ func (t *tree) openFile(rel string, flags int, mode uint32) (*os.File, error) {
 		if name == "" {
 			name = "."
 		}
-		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+		// Without blocking: a FIFO would hold the request until a writer
+		// came. Only regular files and directories are opened at a share;
+		// the I/O of special files is local to each host.
+		fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, mode)
 		if err != nil {
+			return &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
+		if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
+			unix.Close(fd)
+			return &fs.PathError{Op: "open", Path: rel, Err: unix.ENXIO}
+		}
+		if err := unix.SetNonblock(fd, false); err != nil {
+			unix.Close(fd)
 			return &fs.PathError{Op: "open", Path: rel, Err: err}
 		}
 		f = os.NewFile(uintptr(fd), rel)
@@ -168,6 +216,15 @@ func (t *tree) mkdir(rel string, mode uint32) error {
 	return t.at(rel, func(dirfd int, name string) error {
 		if err := unix.Mkdirat(dirfd, name, mode); err != nil {
 			return &fs.PathError{Op: "mkdir", Path: rel, Err: err}
+		}
+		return nil
+	})
+}
+
+func (t *tree) mknod(rel string, mode uint32) error {
+	return t.at(rel, func(dirfd int, name string) error {
+		if err := unix.Mknodat(dirfd, name, mode, 0); err != nil {
+			return &fs.PathError{Op: "mknod", Path: rel, Err: err}
 		}
 		return nil
 	})

@@ -149,9 +149,9 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	if dir != "" {
 		tmp = dir + "/" + tmp
 	}
-	f, err := s.tree.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.safeMode(r.Mode))
+	f, err := s.tree.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.realMode(syscall.S_IFREG|r.Mode&0o7777))
 	if err == nil {
-		if err = s.own(tmp, r.Mode); err != nil {
+		if err = s.own(tmp, syscall.S_IFREG|r.Mode&0o7777, 0); err != nil {
 			f.Close()
 			_ = s.tree.remove(tmp, false)
 		}

@@ -206,6 +206,28 @@ func (v *FS) forget(p string) {
 	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
 }
 
+// forgetLinks drops the cached attributes of every other name of a file
+// with attributes a that has more than one: a link made or removed through
+// one name changes the link count and ctime seen through all of them.
+func (v *FS) forgetLinks(a wire.Attr) {
+	if a.Nlink < 2 || a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		return
+	}
+	var names []string
+	v.mu.Lock()
+	v.gen++
+	for k, e := range v.attrs {
+		if !e.neg && e.a.Ino == a.Ino {
+			delete(v.attrs, k)
+			names = append(names, k)
+		}
+	}
+	v.mu.Unlock()
+	for _, k := range names {
+		v.cache.PutMeta(cache.MetaAttr, k, nil)
+	}
+}
+
 // forgetTree drops everything cached at or below p (after a rename).
 func (v *FS) forgetTree(p string) {
 	v.mu.Lock()
@@ -448,6 +470,7 @@ func (v *FS) Unlink(ctx context.Context, p string) error {
 	}
 	if err == nil && known && !ae.neg {
 		v.unlinked(ctx, p, ae.a)
+		v.forgetLinks(ae.a)
 	}
 	return err
 }
@@ -474,14 +497,36 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 	v.waitOpens(ctx, newp)
 	v.settle(oldp)
 	v.settle(newp)
+	v.mu.Lock()
+	replaced, known := v.attrs[newp]
+	v.mu.Unlock()
 	err := v.c.Rename(ctx, oldp, newp, noReplace)
 	v.forgetTree(oldp)
 	v.forgetTree(newp)
 	if err == nil {
 		v.gone(oldp)
 		v.gone(newp)
+		if known && !replaced.neg {
+			v.forgetLinks(replaced.a)
+		}
 	}
 	return err
+}
+
+// Mknod creates p as a FIFO, a socket, a device (a record at the share,
+// see wire.MknodReq) or an empty regular file.
+func (v *FS) Mknod(ctx context.Context, p string, mode, rdev uint32) (wire.Attr, error) {
+	if err := v.downErr(ctx, p); err != nil {
+		return wire.Attr{}, err
+	}
+	d := v.dropCount()
+	a, err := v.c.Mknod(ctx, p, mode, rdev)
+	if err != nil {
+		v.forget(p)
+		return a, err
+	}
+	v.made(p, a, d)
+	return a, err
 }
 
 // Symlink creates p pointing at target.
@@ -513,6 +558,7 @@ func (v *FS) Link(ctx context.Context, oldp, newp string) (wire.Attr, error) {
 	v.forget(newp)
 	v.forget(oldp)
 	if err == nil {
+		v.forgetLinks(a)
 		v.setOwn(newp, a, d)
 	}
 	return a, err
@@ -525,12 +571,24 @@ func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Att
 		return wire.Attr{}, err
 	}
 	d := v.dropCount()
-	a, err := v.c.SetAttr(ctx, p, r)
+	resp, err := v.c.SetAttrPrior(ctx, p, r)
+	a := resp.Attr
 	v.forget(p)
 	if err != nil {
 		return a, err
 	}
 	v.setOwn(p, a, d)
+	if resp.Prior != 0 && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		// A chmod (or atime) of ours changed the version, not the bytes:
+		// what is cached of the version before is this one's (else the
+		// next open drops it, and a read of it under a handle opened
+		// before fails as changed).
+		if key, kerr := v.Key(ctx, p, a); kerr == nil {
+			if cv, _, ok := v.cache.Version(key); ok && cv == resp.Prior {
+				v.cache.SetVersion(key, a.Version, a.Size)
+			}
+		}
+	}
 	if r.Valid&wire.SetSize != 0 {
 		if key, kerr := v.Key(ctx, p, a); kerr == nil {
 			if err := v.cache.Truncate(key, r.Size); err != nil {
@@ -538,6 +596,12 @@ func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Att
 			}
 			v.cache.SetVersion(key, a.Version, a.Size)
 		}
+	}
+	if r.Valid&wire.SetSize == 0 {
+		// The share's size is not the file's while this agent holds
+		// bytes it has not sent (write-back): the kernel would take it,
+		// and an append would start at the share's end.
+		a = v.localAttr(p, a)
 	}
 	return a, nil
 }

@@ -27,6 +27,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpRename:      {func() any { return &RenameReq{} }, func() any { return &Empty{} }},
 	OpUnlink:      {func() any { return &PathReq{} }, func() any { return &Empty{} }},
 	OpMkdir:       {func() any { return &MkdirReq{} }, func() any { return &AttrResp{} }},
+	OpMknod:       {func() any { return &MknodReq{} }, func() any { return &AttrResp{} }},
 	OpRmdir:       {func() any { return &PathReq{} }, func() any { return &Empty{} }},
 	OpSymlink:     {func() any { return &SymlinkReq{} }, func() any { return &AttrResp{} }},
 	OpReadlink:    {func() any { return &PathReq{} }, func() any { return &ReadlinkResp{} }},

@@ -43,6 +43,10 @@ const (
 	OpRemoveXattr Op = 25 // XattrReq -> AttrResp
 
 	OpLock Op = 26 // LockReq -> LockResp: a byte-range lock on an open file (see lock.go)
+
+	// OpMknod creates a special file, a FIFO or a socket, or an empty
+	// regular file: MknodReq -> AttrResp.
+	OpMknod Op = 27
 )
 
 // Transfer operations (40..59).
@@ -91,7 +95,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
-	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
+	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpMknod: "mknod", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
 	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket", OpStage: "stage", OpCommit: "commit",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
@@ -229,11 +233,18 @@ type Attr struct {
 	Mtime   int64  `cbor:"7,keyasint"`
 	Ctime   int64  `cbor:"8,keyasint"`
 	Version uint64 `cbor:"9,keyasint"`
+	// Rdev is a device's number (only for S_IFCHR and S_IFBLK).
+	Rdev uint64 `cbor:"10,keyasint,omitempty"`
 }
 
 // AttrResp carries one Attr.
 type AttrResp struct {
 	Attr Attr `cbor:"1,keyasint"`
+	// Prior, in a setattr reply that changed neither size nor mtime, is
+	// the file's version just before the change when its contents did not
+	// change meanwhile (same size and mtime): a client whose cache holds
+	// that version may take the new one for its bytes.
+	Prior uint64 `cbor:"2,keyasint,omitempty"`
 }
 
 // ReadDirReq lists a directory. Its first fields are PathReq's, so that a
@@ -507,6 +518,17 @@ type MkdirReq struct {
 	Tok  uint32 `cbor:"1,keyasint"`
 	Path string `cbor:"2,keyasint"`
 	Mode uint32 `cbor:"3,keyasint"`
+}
+
+// MknodReq creates Path as a FIFO (S_IFIFO), a socket (S_IFSOCK), a
+// character or block device (S_IFCHR, S_IFBLK: kept by the share as a
+// record, never as a device node, see docs/posix.md) or an empty regular
+// file (S_IFREG), as Mode's type bits say, with Mode's permission bits.
+type MknodReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+	Mode uint32 `cbor:"3,keyasint"`
+	Rdev uint32 `cbor:"4,keyasint,omitempty"` // a device's number
 }
 
 // SymlinkReq creates Path pointing at Target. The target is stored as given;

@@ -35,16 +35,24 @@ func CheckXattrFlags(flags uint32) *Error {
 	return nil
 }
 
+// XattrShareMeta is the share's own attribute, in which it keeps what a
+// client asked that its host's file may not have (a device, setuid and
+// setgid bits; see docs/posix.md). It does not travel: a share neither
+// shows it nor lets a client set or remove it.
+const XattrShareMeta = "user.pando.meta"
+
 // XattrTravels reports whether the extended attribute name belongs to
 // the namespace the protocol carries.
 func XattrTravels(name string) bool {
-	return strings.HasPrefix(name, XattrUser)
+	return strings.HasPrefix(name, XattrUser) && name != XattrShareMeta
 }
 
 // CheckXattrName says what is wrong with name as the name of an extended
 // attribute that travels, or returns nil.
 func CheckXattrName(name string) *Error {
 	switch {
+	case name == XattrShareMeta:
+		return Errorf(CodeNotSupp, "extended attribute %s is the share's own; choose another name", name)
 	case !XattrTravels(name):
 		return Errorf(CodeNotSupp, "extended attribute %q is not in the user namespace; only user.* attributes are carried", name)
 	case len(name) == len(XattrUser), len(name) > XattrNameMax, strings.IndexByte(name, 0) >= 0:
