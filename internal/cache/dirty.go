@@ -130,20 +130,18 @@ func (c *Cache) Cut(key string) {
 
 // IsCut reports whether key's size was set here and is not at the share.
 func (c *Cache) IsCut(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.rec.Cut
+	return c.peek(key, func(e *entry) bool { return e.rec.Cut })
 }
 
 // Unsent reports whether key holds dirty ranges or a size (Cut) not yet
 // at the share.
 func (c *Cache) Unsent(key string) bool {
+	return c.peek(key, (*entry).unsent)
+}
+
+// peek answers a question about key's entry under its locks; false for a
+// key the cache does not hold.
+func (c *Cache) peek(key string, ask func(e *entry) bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[key]
@@ -152,7 +150,7 @@ func (c *Cache) Unsent(key string) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.unsent()
+	return ask(e)
 }
 
 func subtract(rs []Range, d Range) []Range {
