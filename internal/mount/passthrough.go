@@ -27,12 +27,12 @@ import (
 //     direct I/O and the agent serves it (a writer; a reader of a newer
 //     version, while older readers keep the version they opened);
 //   - while cached opens are out, new opens are cached;
-//   - with none out, a read-only open of a whole cached file starts
-//     passthrough; any other open is cached. The open writes the file's
-//     blocks still held only in memory to disk first, and checks those
-//     not read since the agent started, if they come to at most openWork
-//     or a quarter of the file; more is left to the background after the
-//     file's last cached open.
+//   - with none out, a read-only open of a whole cached file of at least
+//     passthroughMin starts passthrough; any other open is cached. The
+//     open writes the file's blocks still held only in memory to disk
+//     first, and checks those not read since the agent started, if they
+//     come to at most openWork or a quarter of the file; more is left to
+//     the background after the file's last cached open.
 //
 // go-fuse drops its registration of the backing just after the agent's
 // Release of the last open returns, and reuses it for an open that comes
@@ -60,6 +60,16 @@ type passthrough struct {
 // open is served by the agent: a program that only opens the file (a
 // stat, a head) is not held up long.
 const openWork = 64 << 20
+
+// passthroughMin is the size from which a file is read in passthrough
+// mode. Below it the kernel's page cache of the FUSE file serves rereads
+// as well (the folios that make passthrough faster pay from megabytes),
+// and an open costs no backing to register. Small files are also those
+// most often written and read back at once: each switch of an inode
+// between a writer's cached open and a passthrough open is a chance for
+// the kernel to refuse the second (EIO) if its view of the first is
+// behind the agent's, which small files then never take.
+const passthroughMin = 1 << 20
 
 // dropAfterClose is the size from which a file's page cache is dropped,
 // and its blocks made ready for passthrough, after its last cached open
@@ -92,8 +102,7 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, ui
 	var bf *os.File
 	var gen uint64
 	var ok bool
-	if readOnly {
-		_, a := h.Opened()
+	if _, a := h.Opened(); readOnly && a.Size >= passthroughMin {
 		bf, gen, ok = h.Backing(max(openWork, a.Size/4))
 	}
 	pt := &n.pt
