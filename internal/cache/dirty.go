@@ -185,7 +185,7 @@ func (c *Cache) Revert(key string, version uint64, size int64) error {
 	c.mu.Lock()
 	e := c.get(key)
 	e.mu.Lock()
-	e.rec.Dirty = nil
+	e.rec.Dirty, e.rec.Cut = nil, false
 	e.rec.Stage, e.rec.Staged = "", nil
 	c.dropBlocksLocked(e, 0)
 	e.rec.Version, e.rec.Size = version, size
