@@ -139,11 +139,21 @@ func (s *Server) openStage(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	// A stage's handle counts against its principal's open files.
+	undo, err := s.reserveHandle(req)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	if r.Name != "" {
-		return s.attachStage(req, h, r.Name)
+		rep, err := s.attachStage(req, h, r.Name)
+		if err != nil {
+			undo()
+		}
+		return rep, err
 	}
 	sh, a, err := s.newStage(req, h)
 	if err != nil {
+		undo()
 		return rpc.Reply{}, err
 	}
 	id := s.addHandle(sh)
