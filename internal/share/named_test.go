@@ -245,3 +245,39 @@ func TestNamedStageExpires(t *testing.T) {
 		t.Fatalf("the file changed: %q", got)
 	}
 }
+
+// TestStageHandlesCounted: a stage's handle counts against its
+// principal's open files; past the limit a stage is refused (EMFILE) and
+// nothing is made.
+func TestStageHandlesCounted(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, login := namedServer(t, root, Limits{Handles: 2})
+	sc := login("alice")
+	var o, st wire.OpenResp
+	if err := serveAs(t, s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: wire.OpenWrite}, &o); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: o.Handle, Name: "one"}, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"two", ""} {
+		if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: o.Handle, Name: name}, nil); codeOf(err) != wire.CodeTooManyOpen {
+			t.Fatalf("stage %q past the open files: %v, want a refusal (EMFILE)", name, err)
+		}
+	}
+	if l := leftovers(t, root); len(l) != 1 {
+		t.Fatalf("stages at the share after the refusals: %v, want the first only", l)
+	}
+	if err := serveAs(t, s, sc, wire.OpClose, wire.HandleReq{Handle: st.Handle}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: o.Handle, Name: "two"}, nil); err != nil {
+		t.Fatalf("a stage once one was closed: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "old" {
+		t.Fatalf("the file changed: %q", got)
+	}
+}
