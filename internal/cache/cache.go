@@ -106,6 +106,13 @@ type record struct {
 	// data sent ahead of the close, not yet committed (see staged.go).
 	Stage  string  `cbor:"9,keyasint,omitempty"`
 	Staged []Range `cbor:"10,keyasint,omitempty"`
+	// Sent: dirty ranges whose bytes, unchanged since, a write-back put
+	// in the stage (a later one need not send them again).
+	Sent []Range `cbor:"11,keyasint,omitempty"`
+	// Stale: the file was cut at StaleFrom since its stage began; what
+	// the stage holds beyond is not the file's any more.
+	Stale     bool  `cbor:"12,keyasint,omitempty"`
+	StaleFrom int64 `cbor:"13,keyasint,omitempty"`
 }
 
 // unsent reports whether e holds data or a size not yet at the share (e.mu held).

@@ -242,3 +242,45 @@ func TestSendAheadAgentKilled(t *testing.T) {
 	}
 	noStage(t, root)
 }
+
+// TestWriteBackResumesAfterRestart: an agent killed in the middle of a
+// close's write-back (after its first batch reached the share's stage)
+// leaves the share's file as it was; started again on its cache, it
+// sends only what the stage does not hold yet, and commits.
+func TestWriteBackResumesAfterRestart(t *testing.T) {
+	d := newDomain(t, "wr")
+	root := d.addShare("data")
+	const point = "vfs.staged.after-batch"
+	old := randomBytes(45, 5<<20+1)
+	if err := os.WriteFile(filepath.Join(root, "f"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCrashAgent(t, d.admin)
+	c.run(point + "@1")
+	data := randomBytes(46, 40<<20+9)
+	if err := writeFile(filepath.Join(c.mnt, "wr", "data", "f"), data); err == nil {
+		t.Fatal("close succeeded although the agent died in its write-back")
+	}
+	c.died(point)
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); !bytes.Equal(got, old) {
+		t.Fatalf("with the writer dead mid-write-back, the share's file is not the old version: %s", versionDiff(got, old, data))
+	}
+	held := stagedBytes(t, root)
+	if held < 16<<20 {
+		t.Fatalf("the share's stage holds %d bytes after the first batch, want at least %d", held, 16<<20)
+	}
+	a := c.run("")
+	eventually(t, time.Minute, "the restarted agent commits the file", func() bool { return stagedBytes(t, root) == 0 })
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); !bytes.Equal(got, data) {
+		t.Fatalf("after the restart the share's file is not the new version: %s\n%s", versionDiff(got, old, data), a.output())
+	}
+	// Writes of 1 MiB: the restarted agent sends what the stage lacked.
+	writes := rpcCount(t, a, "write")
+	if want := float64(len(data)-int(held))/(1<<20) + 2; writes > want {
+		t.Fatalf("the restarted agent sent %v writes, want at most %v (the stage held %d of %d bytes)", writes, want, held, len(data))
+	}
+	t.Logf("the stage held %d of %d bytes at the restart; the restarted agent sent %v writes", held, len(data), writes)
+	if n := a.stats(t)["conflicts"].(float64); n != 0 {
+		t.Errorf("the agent reported %v conflicts for its own write-back:\n%s", n, a.output())
+	}
+}

@@ -225,7 +225,7 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		if name, _ := h.v.cache.StageOf(h.key); name != "" {
+		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})) > 0 {
 			// Sent ahead and evicted since: the stage holds it.
 			wf, werr := h.remoteFile(ctx, true)
 			if werr != nil {

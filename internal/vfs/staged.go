@@ -115,11 +115,25 @@ func (v *FS) attachStage(ctx context.Context, key, p string, f *client.File, nam
 	return nil, nil, fmt.Errorf("writing %s back to its share: %w", p, errStageLost)
 }
 
-// commitStaged is commitRanges of a file with a named stage: ranges (and
-// what the stage lost, see attachStage) go to the stage, which is then
-// committed. The stage stays at the share if anything fails.
-func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, name string, staged, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
-	st, again, err := v.attachStage(ctx, key, p, f, name, staged)
+// commitStaged is commitRanges through the file's named stage, made and
+// recorded first if it has none: ranges (less what the stage holds of
+// them already, unchanged since: a write-back cut short resumes; plus
+// what the stage lost, see attachStage) go to the stage in batches, each
+// recorded in the index once the share has it (cache.MarkSent), and the
+// stage is then committed. If anything fails, the stage stays at the
+// share, unless it holds nothing sent ahead and the share is full (its
+// room is given back; the data is still dirty here) or the data is
+// dropped.
+func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (a wire.Attr, err error) {
+	info := v.cache.Stage(key)
+	if info.Name == "" {
+		info.Name = newStageName()
+		v.cache.SetStage(key, info.Name)
+		if err := v.cache.PersistIndex(); err != nil {
+			v.log.Warn("cannot record a write-back's stage in the cache", "path", p, "err", err)
+		}
+	}
+	st, again, err := v.attachStage(ctx, key, p, f, info.Name, info.Staged)
 	if err != nil {
 		if errors.Is(err, errStageLost) {
 			v.cache.EndStage(key)
@@ -128,21 +142,111 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, na
 	}
 	committed := false
 	defer func() {
-		if !committed {
-			_ = st.Detach(context.WithoutCancel(ctx))
+		if committed {
+			return
 		}
+		bg := context.WithoutCancel(ctx)
+		if dropped(err) || wire.CodeOf(err) == wire.CodeNoSpace && len(info.Staged) == 0 {
+			_ = st.Close(bg)
+			v.cache.EndStage(key)
+			return
+		}
+		_ = st.Detach(bg)
 	}()
-	if _, err := st.WriteExtents(ctx, extentsOf(unionRanges(ranges, again)), v.cacheReader(ctx, key, p, fetch), written); err != nil {
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	var held []cache.Range
+	for _, h := range st.Held {
+		held = append(held, cache.Range{Off: h.Off, Len: h.Len})
+	}
+	var have []cache.Range // of ranges, in the stage unchanged
+	for _, r := range info.Sent {
+		have = append(have, clipTo(r, held)...)
+	}
+	var send []cache.Range
+	for _, r := range ranges {
+		send = append(send, minus(r, have)...)
+	}
+	send = unionRanges(send, again)
+	if n := total(have); n > 0 {
+		v.log.Info("resuming a write-back: the share's stage holds part of it", "path", p, "bytes", n, "to send", total(send))
+	}
+	const batch = 16 << 20
+	read := v.cacheReader(ctx, key, p, fetch)
+	for len(send) > 0 {
+		part, rest := cutRanges(send, batch)
+		if _, err := st.WriteExtents(ctx, extentsOf(part), read, written); err != nil {
+			return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+		}
+		v.cache.MarkSent(key, info.Name, part)
+		send = rest
+		if len(rest) > 0 {
+			if err := v.cache.PersistIndex(); err != nil {
+				v.log.Warn("cannot record a write-back's progress in the cache", "path", p, "err", err)
+			}
+			fault.Crash("vfs.staged.after-batch")
+		}
+	}
+	if info.Stale {
+		// The file was cut since the stage began: what the stage holds
+		// beyond the cut and nothing sent covers is zeros now.
+		cover := unionRanges(unionRanges(ranges, info.Staged), again)
+		var zeros []cache.Range
+		for _, h := range held {
+			for _, r := range clipTo(h, []cache.Range{{Off: info.StaleFrom, Len: max(c.Size-info.StaleFrom, 0)}}) {
+				zeros = append(zeros, minus(r, cover)...)
+			}
+		}
+		if len(zeros) > 0 {
+			if _, err := st.WriteExtents(ctx, extentsOf(zeros), func(b []byte, _ int64) (int, error) {
+				clear(b)
+				return len(b), nil
+			}, nil); err != nil {
+				return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+			}
+		}
 	}
 	fault.Crash("vfs.staged.before-commit")
-	a, err := st.Commit(ctx, c)
+	a, err = st.Commit(ctx, c)
 	if err != nil {
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
 	}
 	committed = true
 	v.cache.EndStage(key)
 	return a, nil
+}
+
+// minus returns the parts of r that none of the sorted, disjoint rs covers.
+func minus(r cache.Range, rs []cache.Range) []cache.Range {
+	held := make([]wire.ByteRange, len(rs))
+	for i, x := range rs {
+		held[i] = wire.ByteRange{Off: x.Off, Len: x.Len}
+	}
+	return notIn(r, held)
+}
+
+// total is the bytes of rs.
+func total(rs []cache.Range) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.Len
+	}
+	return n
+}
+
+// cutRanges splits the sorted rs into the first n bytes and the rest.
+func cutRanges(rs []cache.Range, n int64) (head, rest []cache.Range) {
+	for i, r := range rs {
+		if r.Len <= n {
+			head = append(head, r)
+			n -= r.Len
+			continue
+		}
+		if n > 0 {
+			head = append(head, cache.Range{Off: r.Off, Len: n})
+			r = cache.Range{Off: r.Off + n, Len: r.Len - n}
+		}
+		return head, append([]cache.Range{r}, rs[i+1:]...)
+	}
+	return head, nil
 }
 
 // cacheReader reads key's bytes from the cache, for WriteExtents.
@@ -162,11 +266,7 @@ func (v *FS) cacheReader(ctx context.Context, key, p string, fetch cache.Fetcher
 // returns the bytes of p now valid.
 func (v *FS) readStaged(ctx context.Context, key string, f *client.File, p []byte, off int64, n int) (int, error) {
 	name, staged := v.cache.StageOf(key)
-	want := cache.Range{Off: off, Len: int64(len(p))}
-	var parts []cache.Range
-	for _, r := range staged {
-		parts = append(parts, clipTo(r, []cache.Range{want})...)
-	}
+	parts := clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})
 	if name == "" || len(parts) == 0 {
 		return n, nil
 	}
@@ -190,6 +290,15 @@ func (v *FS) readStaged(ctx context.Context, key string, f *client.File, p []byt
 		}
 	}
 	return n, nil
+}
+
+// clipAll returns the parts of the ranges rs that lie in w.
+func clipAll(rs []cache.Range, w cache.Range) []cache.Range {
+	var out []cache.Range
+	for _, r := range rs {
+		out = append(out, clipTo(r, []cache.Range{w})...)
+	}
+	return out
 }
 
 // extentsOf turns cache ranges into the client's extents (none empty).

@@ -128,3 +128,42 @@ func TestSendAheadStageLost(t *testing.T) {
 		t.Errorf("%d named stages at the share, want the 2 the cache forgot", orphans)
 	}
 }
+
+// TestSendAheadThenCut: a file cut after part of it was sent ahead, and
+// written again past the cut, reaches the share as the program left it:
+// zeros where the stage still held bytes from before the cut.
+func TestSendAheadThenCut(t *testing.T) {
+	d := testenv.New(t, "sc")
+	root := d.AddShare("alpha")
+	share := filepath.Join(root, "f")
+	old := pattern(1<<20+3, 1)
+	if err := os.WriteFile(share, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := smallFS(t, d)
+	ctx := context.Background()
+	data := pattern(12<<20+5, 2)
+	h := writeBig(t, v, "/sc/alpha/f", share, data, old)
+	cut := int64(1<<20 + 17)
+	if _, err := h.Truncate(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	tail := []byte("written again past the cut")
+	at := int64(10 << 20)
+	if _, err := h.Write(ctx, tail, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, at+int64(len(tail)))
+	copy(want, data[:cut])
+	copy(want[at:], tail)
+	if got, _ := os.ReadFile(share); !bytes.Equal(got, want) {
+		i := 0
+		for i < min(len(got), len(want)) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("the share's file (%d bytes) differs from what the program left (%d bytes) at %d", len(got), len(want), i)
+	}
+}

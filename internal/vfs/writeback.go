@@ -71,12 +71,12 @@ const inlineMax = 4 << 20
 // against its CRC32C (client.File.WriteExtents), written (if set) called
 // after each block the stage took (once, after the commit, for an inline
 // one). On any error the share's file is as it
-// was and nothing is marked clean. A file with data sent ahead goes
-// through its named stage (commitStaged). It returns the file's attributes after
+// was and nothing is marked clean. More, or a file with data sent ahead,
+// go through the file's named stage (commitStaged). It returns the file's attributes after
 // the commit.
 func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
-	if name, staged := v.cache.StageOf(key); name != "" {
-		return v.commitStaged(ctx, key, p, f, name, staged, ranges, c, fetch, written)
+	if name, _ := v.cache.StageOf(key); name != "" {
+		return v.commitStaged(ctx, key, p, f, ranges, c, fetch, written)
 	}
 	var exts []client.Extent
 	var total int64
@@ -116,28 +116,5 @@ func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ra
 		}
 		return a, nil
 	}
-	st, err := f.Stage(ctx)
-	if err != nil {
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	defer st.Close(context.WithoutCancel(ctx))
-	var rerr error
-	if _, err := st.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
-		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
-		if err != nil && !errors.Is(err, io.EOF) {
-			rerr = fmt.Errorf("reading %s from the cache: %w", p, err)
-			return n, rerr
-		}
-		return n, err
-	}, written); err != nil {
-		if rerr != nil && errors.Is(err, rerr) {
-			return wire.Attr{}, rerr
-		}
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	a, err := st.Commit(ctx, c)
-	if err != nil {
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	return a, nil
+	return v.commitStaged(ctx, key, p, f, ranges, c, fetch, written)
 }
