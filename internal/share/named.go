@@ -129,7 +129,7 @@ func (s *Server) namedFor(h *handle, name string, ino uint64) (*namedStage, *os.
 	if ns == nil {
 		count, bytes := s.stagesOfLocked(h.owner)
 		if count >= s.limits.Stages {
-			return nil, nil, wire.Errorf(wire.CodeQuota, "%s keeps %d stages at share %s, the limit: commit or close some (a stage nobody attaches is removed after %s)", h.owner, count, s.cfg.Name, s.limits.StageIdle)
+			return nil, nil, wire.Errorf(wire.CodeAgain, "%s keeps %d stages at share %s, the limit: commit or close some, and try again (a stage nobody attaches is removed after %s)", h.owner, count, s.cfg.Name, s.limits.StageIdle)
 		}
 		if bytes >= s.limits.StageBytes {
 			return nil, nil, wire.Errorf(wire.CodeQuota, "%s keeps %s in stages at share %s, the limit: commit or close some (a stage nobody attaches is removed after %s)", h.owner, mib(bytes), s.cfg.Name, s.limits.StageIdle)

@@ -175,8 +175,8 @@ func TestNamedStage(t *testing.T) {
 	if _, err := attach(alice, w, "two"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attach(alice, w, "three"); codeOf(err) != wire.CodeQuota {
-		t.Fatalf("a stage past the count: %v, want a refusal (EDQUOT)", err)
+	if _, err := attach(alice, w, "three"); codeOf(err) != wire.CodeAgain {
+		t.Fatalf("a stage past the count: %v, want a refusal (EAGAIN)", err)
 	}
 	unchanged("refusals past the limits", 2)
 	ast2, err := attach(alice, w, "big.1")

@@ -126,7 +126,8 @@ func (v *FS) attachStage(ctx context.Context, key, p string, f *client.File, nam
 // dropped.
 func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (a wire.Attr, err error) {
 	info := v.cache.Stage(key)
-	if info.Name == "" {
+	fresh := info.Name == ""
+	if fresh {
 		info.Name = newStageName()
 		v.cache.SetStage(key, info.Name)
 		if err := v.cache.PersistIndex(); err != nil {
@@ -137,6 +138,12 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 	if err != nil {
 		if errors.Is(err, errStageLost) {
 			v.cache.EndStage(key)
+		}
+		if code := wire.CodeOf(err); fresh && (code == wire.CodeAgain || code == wire.CodeQuota) {
+			// The share keeps no more stages of this principal now:
+			// a stage of this write-back's own does (not resumed).
+			v.cache.EndStage(key)
+			return v.commitUnnamed(ctx, key, p, f, ranges, c, fetch, written)
 		}
 		return wire.Attr{}, err
 	}
@@ -211,6 +218,24 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 	}
 	committed = true
 	v.cache.EndStage(key)
+	return a, nil
+}
+
+// commitUnnamed is commitStaged through a stage of its own, which the
+// share throws away if the write-back does not commit it.
+func (v *FS) commitUnnamed(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+	st, err := f.Stage(ctx)
+	if err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	defer st.Close(context.WithoutCancel(ctx))
+	if _, err := st.WriteExtents(ctx, extentsOf(ranges), v.cacheReader(ctx, key, p, fetch), written); err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
+	a, err := st.Commit(ctx, c)
+	if err != nil {
+		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
+	}
 	return a, nil
 }
 

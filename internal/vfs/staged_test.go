@@ -13,6 +13,7 @@ import (
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/wire"
 )
 
 // smallFS is a file system over d's namespace whose cache's disk holds
@@ -166,4 +167,109 @@ func TestSendAheadThenCut(t *testing.T) {
 		}
 		t.Fatalf("the share's file (%d bytes) differs from what the program left (%d bytes) at %d", len(got), len(want), i)
 	}
+}
+
+// TestStagesExhausted: with every named stage its principal may keep at
+// the share taken, a write-back goes through a stage of its own, and a
+// write that must send ahead fails (EAGAIN) with the data kept and the
+// share's file unchanged; once stages are free again, it succeeds.
+func TestStagesExhausted(t *testing.T) {
+	d := testenv.New(t, "sx")
+	root := d.AddShare("alpha")
+	share := filepath.Join(root, "f")
+	old := pattern(1<<20, 1)
+	if err := os.WriteFile(share, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := smallFS(t, d)
+	ctx := context.Background()
+	hog, err := v.c.Open(ctx, "/sx/alpha/f", wire.OpenRead|wire.OpenWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close(ctx)
+	var names []string
+	for {
+		name := newStageName()
+		st, err := hog.StageNamed(ctx, name)
+		if err != nil {
+			if wire.CodeOf(err) != wire.CodeAgain {
+				t.Fatalf("stage %d: %v, want a refusal (EAGAIN) past the limit", len(names)+1, err)
+			}
+			break
+		}
+		names = append(names, name)
+		if err := st.Detach(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(names) > 1000 {
+			t.Fatal("no limit on named stages")
+		}
+	}
+
+	// A write-back of more than a commit request (through a cache that
+	// need not send ahead): a stage of its own.
+	big0, _ := newFS(t, d)
+	data := pattern(6<<20+5, 2)
+	if err := writeAll(big0, "/sx/alpha/f", data); err != nil {
+		t.Fatalf("a write-back with no named stage to be had: %v", err)
+	}
+	if got, _ := os.ReadFile(share); !bytes.Equal(got, data) {
+		t.Fatalf("the share's file holds %d bytes, not the %d written", len(got), len(data))
+	}
+	old = data
+
+	// Sending ahead needs a named stage: the write fails, nothing is lost.
+	h, err := v.Open(ctx, "/sx/alpha/f", syscall.O_RDWR|syscall.O_TRUNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := pattern(12<<20, 3)
+	var werr error
+	for off := 0; off < len(big) && werr == nil; off += 128 << 10 {
+		_, werr = h.Write(ctx, big[off:off+128<<10], int64(off))
+	}
+	if wire.CodeOf(werr) != wire.CodeAgain {
+		t.Fatalf("a write that must send ahead with no stage to be had: %v, want EAGAIN", werr)
+	}
+	if got, _ := os.ReadFile(share); !bytes.Equal(got, old) {
+		t.Fatal("the refused send ahead changed the share's file")
+	}
+	if len(v.cache.Dirty(h.key)) == 0 {
+		t.Fatal("the data written before the refusal was dropped")
+	}
+	for _, name := range names {
+		st, err := hog.StageNamed(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close(ctx)
+	}
+	for off := 0; off < len(big); off += 128 << 10 {
+		if _, err := h.Write(ctx, big[off:off+128<<10], int64(off)); err != nil {
+			t.Fatalf("writing once stages are free: %v", err)
+		}
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(share); !bytes.Equal(got, big) {
+		t.Fatalf("the share's file holds %d bytes, not the %d written", len(got), len(big))
+	}
+}
+
+// writeAll writes data over the file at p through v and closes it.
+func writeAll(v *FS, p string, data []byte) error {
+	ctx := context.Background()
+	h, err := v.Open(ctx, p, syscall.O_RDWR|syscall.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	for off := 0; off < len(data); off += 128 << 10 {
+		if _, err := h.Write(ctx, data[off:min(len(data), off+128<<10)], int64(off)); err != nil {
+			h.Release(ctx)
+			return err
+		}
+	}
+	return h.Release(ctx)
 }
