@@ -26,6 +26,11 @@ import (
 // again from the cache; if the cache evicted some of them, the write is
 // lost: the stage is thrown away, the file stays the share's version, and
 // the data is dropped as if refused (errStageLost).
+//
+// A write-back of more than inlineMax goes through the file's named stage
+// too (made for it if there is none), in batches recorded in the index as
+// the share takes them (cache.MarkSent): a write-back cut short by a
+// restart sends only what the stage lacks.
 
 // errStageLost says that data sent ahead is neither at the share nor in
 // the cache any more.
