@@ -281,3 +281,42 @@ func TestStageHandlesCounted(t *testing.T) {
 		t.Fatalf("the file changed: %q", got)
 	}
 }
+
+// TestNamedStageBytesFull: a principal whose stages hold their bytes'
+// limit gets no new stage (EDQUOT), and nothing is made; another
+// principal does.
+func TestNamedStageBytesFull(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, login := namedServer(t, root, Limits{StageBytes: 16})
+	stage := func(sc *rpc.ServerConn, name string) (wire.OpenResp, error) {
+		var o, st wire.OpenResp
+		if err := serveAs(t, s, sc, wire.OpOpen, wire.OpenReq{Tok: 1, Path: "f", Flags: wire.OpenWrite}, &o); err != nil {
+			t.Fatal(err)
+		}
+		err := serveAs(t, s, sc, wire.OpStage, wire.HandleReq{Tok: 1, Handle: o.Handle, Name: name}, &st)
+		return st, err
+	}
+	alice := login("alice")
+	st, err := stage(alice, "full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serveData(t, s, alice, wire.OpWrite, wire.WriteReq{Tok: 1, Handle: st.Handle}, []byte("sixteen bytes..."), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stage(alice, "more"); codeOf(err) != wire.CodeQuota {
+		t.Fatalf("a new stage with the bytes of stages spent: %v, want a refusal (EDQUOT)", err)
+	}
+	if l := leftovers(t, root); len(l) != 1 {
+		t.Fatalf("stages after the refusal: %v, want the first only", l)
+	}
+	if _, err := stage(login("bob"), "more"); err != nil {
+		t.Fatalf("another principal's stage: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "f")); string(got) != "old" {
+		t.Fatalf("the file changed: %q", got)
+	}
+}
