@@ -102,10 +102,21 @@ type record struct {
 	// Cut: the size was set here (an open with O_TRUNC) and goes to the
 	// share with the data, exactly; unsent like dirty ranges.
 	Cut bool `cbor:"8,keyasint,omitempty"`
+	// Stage names the share's stage that holds the Staged ranges: dirty
+	// data sent ahead of the close, not yet committed (see staged.go).
+	Stage  string  `cbor:"9,keyasint,omitempty"`
+	Staged []Range `cbor:"10,keyasint,omitempty"`
+	// Sent: dirty ranges whose bytes, unchanged since, a write-back put
+	// in the stage (a later one need not send them again).
+	Sent []Range `cbor:"11,keyasint,omitempty"`
+	// Stale: the file was cut at StaleFrom since its stage began; what
+	// the stage holds beyond is not the file's any more.
+	Stale     bool  `cbor:"12,keyasint,omitempty"`
+	StaleFrom int64 `cbor:"13,keyasint,omitempty"`
 }
 
 // unsent reports whether e holds data or a size not yet at the share (e.mu held).
-func (e *entry) unsent() bool { return len(e.rec.Dirty) > 0 || e.rec.Cut }
+func (e *entry) unsent() bool { return len(e.rec.Dirty) > 0 || e.rec.Cut || len(e.rec.Staged) > 0 }
 
 // blockInfo describes a block on disk: its length and the CRC32C of it.
 type blockInfo struct {

@@ -95,6 +95,7 @@ func (c *Cache) MarkClean(key string, done []Range, version uint64, size int64) 
 	defer e.mu.Unlock()
 	for _, d := range done {
 		c.setDirty(e, subtract(e.rec.Dirty, d))
+		e.rec.Sent = subtract(e.rec.Sent, d)
 	}
 	e.rec.Version = version
 	if len(e.rec.Dirty) == 0 {
@@ -185,7 +186,8 @@ func (c *Cache) Revert(key string, version uint64, size int64) error {
 	c.mu.Lock()
 	e := c.get(key)
 	e.mu.Lock()
-	e.rec.Dirty = nil
+	e.rec.Dirty, e.rec.Cut = nil, false
+	e.endStage()
 	c.dropBlocksLocked(e, 0)
 	e.rec.Version, e.rec.Size = version, size
 	e.mu.Unlock()

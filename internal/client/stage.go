@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 
+	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -12,23 +14,45 @@ import (
 // only with Commit, all at once; until then the file is as it was. Close
 // throws the stage away.
 func (f *File) Stage(ctx context.Context) (*Stage, error) {
+	return f.StageNamed(ctx, "")
+}
+
+// StageNamed is Stage of a named stage (wire.HandleReq.Name), if name is
+// not empty: the share's stage of that name for this file, made if it has
+// none, which Detach leaves at the share (as does a lost connection) for a
+// later StageNamed to find again, with the ranges it holds (Stage.Held).
+// Close throws it away.
+func (f *File) StageNamed(ctx context.Context, name string) (*Stage, error) {
 	var resp wire.OpenResp
 	_, _, err := f.c.call(ctx, f.loc, wire.OpStage, func(tok uint32) any {
-		return wire.HandleReq{Tok: tok, Handle: f.handle}
+		return wire.HandleReq{Tok: tok, Handle: f.handle, Name: name}
 	}, nil, &resp, nil, f.conn, false)
 	if err != nil {
 		return nil, named(err, f.loc)
 	}
-	sf := &File{c: f.c, loc: f.loc, conn: f.conn, handle: resp.Handle, flags: wire.OpenWrite, attr: resp.Attr, Chunk: f.Chunk, Window: f.Window}
-	return &Stage{File: sf, of: f}, nil
+	sf := &File{c: f.c, loc: f.loc, conn: f.conn, handle: resp.Handle, flags: wire.OpenRead | wire.OpenWrite, attr: resp.Attr, Chunk: f.Chunk, Window: f.Window}
+	return &Stage{File: sf, of: f, Held: resp.Ranges}, nil
 }
 
 // Stage is a stage opened by File.Stage: write to it as to a File, then
 // Commit or Close.
 type Stage struct {
 	*File
-	of   *File
-	done atomic.Bool // committed: the share released the stage
+	of *File
+	// Held is what a named stage held when attached: sorted, disjoint.
+	Held []wire.ByteRange
+	done atomic.Bool // committed or detached: the share released the handle
+}
+
+// Detach releases the handle of a named stage, which the share keeps.
+func (s *Stage) Detach(ctx context.Context) error {
+	s.c.count(wire.OpClose)
+	_, err := s.c.share(s.loc.Share).callOn(ctx, s.conn, wire.OpClose, wire.HandleReq{Handle: s.handle, Keep: true}, nil, nil, nil)
+	if err != nil && !errors.Is(err, rpc.ErrBroken) {
+		return named(err, s.loc)
+	}
+	s.done.Store(true)
+	return nil
 }
 
 // Commit says how a commit ends (see wire.CommitReq): the file's size

@@ -48,10 +48,10 @@ func (s *Server) commit(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "commit %s: data or ranges with a commit that is not inline", "/"+h.rel)
 	case h.stage == nil:
 		return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "commit %s: the handle is not a stage (open one with a stage request, or commit inline)", "/"+h.rel)
+	case h.stage.named != nil && h.stage.named.isGone():
+		return rpc.Reply{}, wire.Errorf(wire.CodeBadHandle, "commit %s: the stage was thrown away (closed by another handle, or expired); send the data again through a new stage", "/"+h.rel)
 	default:
-		h.stage.mu.Lock()
-		job = commitJob{target: h.stage.target, src: h.f, ranges: h.stage.ranges, stage: h.stage.name}
-		h.stage.mu.Unlock()
+		job = commitJob{target: h.stage.target, src: h.f, ranges: h.stage.written(), stage: h.stage.name}
 	}
 	ranges, err := s.apply(job, h.rel, holderOf(req), r)
 	if err != nil {
@@ -63,6 +63,7 @@ func (s *Server) commit(req *rpc.Request) (rpc.Reply, error) {
 	}
 	fault.Crash("share.commit.after-apply-before-reply")
 	if !r.Inline {
+		h.stage.discard = true // applied: a named stage is done with too
 		if _, err := s.dropHandle(req, r.Handle); err == nil {
 			_ = h.release(s)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"syscall"
+	"time"
 
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
@@ -32,6 +33,12 @@ type Limits struct {
 	// open, the rest being kept for connections and the files a request
 	// opens while it is served.
 	TotalHandles int
+	// Stages is the number of named stages a principal may keep (EDQUOT;
+	// see named.go), StageBytes the bytes written to them all together
+	// (EDQUOT), and StageIdle how long one nobody has attached is kept.
+	Stages     int
+	StageBytes int64
+	StageIdle  time.Duration
 }
 
 // Default limits.
@@ -40,6 +47,9 @@ const (
 	DefaultMaxConns         = 256
 	DefaultMaxRequests      = 1024
 	DefaultMaxPendingWrites = 256 << 20
+	DefaultMaxStages        = 64
+	DefaultMaxStageBytes    = 64 << 30
+	DefaultStageIdle        = 24 * time.Hour
 )
 
 // withDefaults fills the zero fields; nofile is the descriptor limit.
@@ -55,6 +65,15 @@ func (l Limits) withDefaults(nofile int) Limits {
 	}
 	if l.PendingWrites <= 0 {
 		l.PendingWrites = DefaultMaxPendingWrites
+	}
+	if l.Stages <= 0 {
+		l.Stages = DefaultMaxStages
+	}
+	if l.StageBytes <= 0 {
+		l.StageBytes = DefaultMaxStageBytes
+	}
+	if l.StageIdle <= 0 {
+		l.StageIdle = DefaultStageIdle
 	}
 	if l.TotalHandles <= 0 || l.TotalHandles > nofile/2 {
 		l.TotalHandles = max(nofile/2, 1)

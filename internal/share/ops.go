@@ -317,6 +317,9 @@ func (s *Server) write(req *rpc.Request) (rpc.Reply, error) {
 	if err := checkSum(h.rel, req, r.Sum); err != nil {
 		return rpc.Reply{}, err
 	}
+	if err := s.stageRoom(h, r.Offset, int64(len(req.Data))); err != nil {
+		return rpc.Reply{}, err
+	}
 	var n int
 	if h.flags&wire.OpenAppend != 0 {
 		n, err = h.f.Write(req.Data)
@@ -356,6 +359,9 @@ func (s *Server) handleOp(req *rpc.Request) (rpc.Reply, error) {
 		h, err := s.dropHandle(req, r.Handle)
 		if err != nil {
 			return rpc.Reply{}, err
+		}
+		if h.stage != nil && !r.Keep {
+			h.stage.discard = true
 		}
 		if err := h.release(s); err != nil {
 			return rpc.Reply{}, toWire(req.Op, h.rel, err)

@@ -75,6 +75,7 @@ type Server struct {
 	names   dirNames // sorted names of large directories listed in pages
 	commits commitGate
 	records *recordStore
+	named   map[string]*namedStage // by namedKey; guarded by mu
 
 	counts [256]atomic.Uint64 // requests by op (share ops are < 256)
 }
@@ -134,6 +135,7 @@ func New(cfg Config) (*Server, error) {
 		handles: make(map[uint64]*handle),
 		limits:  cfg.Limits.withDefaults(raiseNoFile()),
 		use:     make(map[string]*usage),
+		named:   make(map[string]*namedStage),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
 	s.records = &recordStore{dir: cfg.CommitDir, tree: root}
@@ -178,6 +180,7 @@ func (s *Server) Close() error {
 	for _, h := range hs {
 		_ = h.release(s)
 	}
+	s.stopStageTimers()
 	s.records.close()
 	s.tree.close()
 	return err

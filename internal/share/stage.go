@@ -23,8 +23,8 @@ import (
 // and sets the size, with readers through the share kept to one version
 // (gate.go). The file keeps its inode, so that agents' caches, handles and
 // inode numbers keep naming it. A stage whose handle is closed or whose
-// connection is lost is removed; those a stopped share left behind are
-// removed when it starts.
+// connection is lost is removed (but for a named stage: named.go); those
+// a stopped share left behind are removed when it starts.
 
 // stagePrefix names stages in the share's root.
 const stagePrefix = ".pando-stage-"
@@ -40,7 +40,12 @@ type stage struct {
 	target *os.File // the file, opened anew (no O_APPEND) from the handle's descriptor
 	name   string   // the stage's name in the root
 	mu     sync.Mutex
-	ranges []wire.ByteRange // written so far, merged
+	ranges []wire.ByteRange // written so far, merged (a named stage keeps them in named)
+	// named is the named stage the handle is attached to, if any;
+	// discard (set by a close without Keep, or a commit) throws it away
+	// when the handle is released, which otherwise keeps it.
+	named   *namedStage
+	discard bool
 }
 
 // wrote records n bytes written at off.
@@ -48,9 +53,27 @@ func (st *stage) wrote(off, n int64) {
 	if n <= 0 {
 		return
 	}
+	if ns := st.named; ns != nil {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		ns.ranges = mergeRange(ns.ranges, wire.ByteRange{Off: off, Len: n})
+		return
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.ranges = mergeRange(st.ranges, wire.ByteRange{Off: off, Len: n})
+}
+
+// written returns the ranges written so far.
+func (st *stage) written() []wire.ByteRange {
+	if ns := st.named; ns != nil {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		return slices.Clone(ns.ranges)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.ranges)
 }
 
 // mergeRange adds r to the sorted, disjoint rs.
@@ -78,6 +101,10 @@ func (h *handle) release(s *Server) error {
 	err := h.f.Close()
 	if st := h.stage; st != nil {
 		st.target.Close()
+		if st.named != nil {
+			s.detachStage(st.named, st.discard)
+			return err
+		}
 		if rerr := s.tree.remove(st.name, false); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			s.log.Warn("cannot remove a stage", "stage", st.name, "err", rerr)
 		}
@@ -112,8 +139,21 @@ func (s *Server) openStage(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	// A stage's handle counts against its principal's open files.
+	undo, err := s.reserveHandle(req)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	if r.Name != "" {
+		rep, err := s.attachStage(req, h, r.Name)
+		if err != nil {
+			undo()
+		}
+		return rep, err
+	}
 	sh, a, err := s.newStage(req, h)
 	if err != nil {
+		undo()
 		return rpc.Reply{}, err
 	}
 	id := s.addHandle(sh)

@@ -12,12 +12,12 @@ import (
 
 // Sending ahead. Unsent data may fill half the cache's disk bound
 // (cache.DirtyLimit); dirty blocks cannot be evicted. A write that would
-// pass the limit first sends the file's oldest dirty blocks to the share,
-// through the write-back a close uses (writeBackRanges), and they become
-// clean: evictable. So a file larger than the cache is written in close
-// and back mode alike; the close sends the rest and the file's size.
-// Until the close, the share's file holds the part sent ahead over the
-// old content, as a close-mode write-back holds it while it runs.
+// pass the limit first sends the file's oldest dirty blocks to a named
+// stage at the share (staged.go), and they become staged: evictable, and
+// unsent all the same. So a file larger than the cache is written in
+// close and back mode alike; the close sends the rest to the same stage
+// and commits it with the file's size. Until then the share's file is its
+// old version.
 
 // makeRoom sends ahead what the cache asks before n bytes are written
 // through h.
@@ -49,7 +49,7 @@ func (h *Handle) sendAhead(ctx context.Context, rs []cache.Range) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	if err := v.writeBackRanges(ctx, h.key, h.path, h, todo, false); err != nil {
+	if err := v.stageAhead(ctx, h, todo); err != nil {
 		return err
 	}
 	var n int64

@@ -183,7 +183,7 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 		}
 	}
 	err := v.writeRanges(ctx, d, v.cache.Dirty(d.key), nil)
-	refused := wire.Permanent(err)
+	refused := dropped(err)
 	switch {
 	case refused:
 		// Never sent again: dropped, and the delegation given back
@@ -239,7 +239,8 @@ func (v *FS) dropDeleg(d *wdeleg) {
 // stays so if the write-back fails. first, if set (a recall), runs once
 // the data is committed, with nothing left pending.
 func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, first func(rest []cache.Range) error) error {
-	if len(ranges) == 0 && first == nil && !v.cache.IsCut(d.key) {
+	stage, _ := v.cache.StageOf(d.key)
+	if len(ranges) == 0 && first == nil && !v.cache.IsCut(d.key) && stage == "" {
 		return nil
 	}
 	drops := v.dropCount()
@@ -254,7 +255,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	if a, err = f.Stat(ctx); err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
 	}
-	if len(ranges) > 0 || a.Size != size || d.mtime > 0 && a.Mtime != d.mtime {
+	if len(ranges) > 0 || stage != "" || a.Size != size || d.mtime > 0 && a.Mtime != d.mtime {
 		mtime := d.mtime
 		if mtime < 0 {
 			mtime = 0

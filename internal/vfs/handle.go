@@ -224,6 +224,18 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 			cache.ReportSum(ctx, n, sum)
 		}
 	}
+	if err == nil || errors.Is(err, io.EOF) {
+		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})) > 0 {
+			// Sent ahead and evicted since: the stage holds it.
+			wf, werr := h.remoteFile(ctx, true)
+			if werr != nil {
+				return 0, werr
+			}
+			if n, err = h.v.readStaged(ctx, h.key, wf, p, off, n); err == nil && n < len(p) {
+				err = io.EOF
+			}
+		}
+	}
 	// Newer than what is cached, and not by this handle's own writes.
 	if a := f.Attr(); want != 0 && a.Version > want && a.Version > h.own.Load() && a.Ino == h.attr.Ino && !h.v.cache.Unsent(h.key) {
 		return 0, &changedError{a, g}
@@ -409,7 +421,7 @@ func (h *Handle) flush(ctx context.Context, sync bool) error {
 	}
 	if err := h.v.writeBack(ctx, h.key, h.path, h, sync); err != nil {
 		h.v.noteSendFailure(h.key, h.path, err)
-		if wire.Permanent(err) {
+		if dropped(err) {
 			h.v.noteSent(h.key)
 			// Refused for good: the data is gone from the cache (see
 			// refuse), and so is anything for a later close to send.

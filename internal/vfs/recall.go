@@ -154,7 +154,7 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 		}
 		return v.c.DelegReturn(ctx, d.g, pending, len(rest) == 0)
 	})
-	if wire.Permanent(err) {
+	if dropped(err) {
 		// Refused for good: nothing to send, now or later. The other
 		// agent goes ahead with the share's version.
 		v.dropDeleg(d)

@@ -17,24 +17,14 @@ import (
 // one is there, and stays so if the write-back fails (a full disk at the
 // share included), so that the data, still dirty here, is sent again
 // against the version it was written on. With sync (a program's fsync),
-// the share makes every step durable.
+// the share makes every step durable. What was sent ahead of the close
+// (ahead.go) is in the file's named stage, which this commits.
 func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle, sync bool) error {
-	return v.writeBackRanges(ctx, key, p, h, nil, sync)
-}
-
-// writeBackRanges is writeBack of the ranges ahead only, if set: dirty
-// ranges sent ahead of the close to make room in the cache (see
-// makeRoom), committed without the file's size or a cut, which the close
-// sends. Until that close the share's file holds them over its old
-// content (docs/consistency.md, "A full cache").
-func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahead []cache.Range, sync bool) error {
 	h.waitOpen(ctx)
 	ranges := v.cache.Dirty(key)
 	cut := v.cache.IsCut(key)
-	if ahead != nil {
-		ranges, cut = ahead, false
-	}
-	if len(ranges) == 0 && !cut {
+	stage, _ := v.cache.StageOf(key)
+	if len(ranges) == 0 && !cut && stage == "" {
 		return nil
 	}
 	defer v.beginSend(key)()
@@ -48,21 +38,13 @@ func (v *FS) writeBackRanges(ctx context.Context, key, p string, h *Handle, ahea
 		return err
 	}
 	_, size, _ := v.cache.Version(key)
-	if ahead != nil {
-		// A commit's size bounds what it writes: the end of the ranges
-		// sent ahead, the share's file kept if longer (KeepLonger).
-		size = 0
-		for _, r := range ranges {
-			size = max(size, r.End())
-		}
-	}
 	d := v.dropCount()
 	// Unless the file was cut here (O_TRUNC), it keeps a size it grew to
 	// at the share meanwhile.
 	c := client.Commit{Size: size, KeepLonger: !cut, Sync: sync}
 	a, err := v.commitRanges(ctx, key, p, f, ranges, c, h.fetch, func() { v.sent(key) })
 	if err != nil {
-		if wire.Permanent(err) {
+		if dropped(err) {
 			base := f.Attr()
 			v.refuse(ctx, key, p, &base, err)
 		}
@@ -89,9 +71,13 @@ const inlineMax = 4 << 20
 // against its CRC32C (client.File.WriteExtents), written (if set) called
 // after each block the stage took (once, after the commit, for an inline
 // one). On any error the share's file is as it
-// was and nothing is marked clean. It returns the file's attributes after
+// was and nothing is marked clean. More, or a file with data sent ahead,
+// go through the file's named stage (commitStaged). It returns the file's attributes after
 // the commit.
 func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+	if name, _ := v.cache.StageOf(key); name != "" {
+		return v.commitStaged(ctx, key, p, f, ranges, c, fetch, written)
+	}
 	var exts []client.Extent
 	var total int64
 	for _, r := range ranges {
@@ -130,28 +116,5 @@ func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ra
 		}
 		return a, nil
 	}
-	st, err := f.Stage(ctx)
-	if err != nil {
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	defer st.Close(context.WithoutCancel(ctx))
-	var rerr error
-	if _, err := st.WriteExtents(ctx, exts, func(b []byte, off int64) (int, error) {
-		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
-		if err != nil && !errors.Is(err, io.EOF) {
-			rerr = fmt.Errorf("reading %s from the cache: %w", p, err)
-			return n, rerr
-		}
-		return n, err
-	}, written); err != nil {
-		if rerr != nil && errors.Is(err, rerr) {
-			return wire.Attr{}, rerr
-		}
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	a, err := st.Commit(ctx, c)
-	if err != nil {
-		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
-	}
-	return a, nil
+	return v.commitStaged(ctx, key, p, f, ranges, c, fetch, written)
 }

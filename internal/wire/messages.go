@@ -330,13 +330,27 @@ type OpenResp struct {
 	Attr   Attr   `cbor:"2,keyasint"`
 	Deleg  bool   `cbor:"3,keyasint,omitempty"` // a write delegation was granted
 	EOF    bool   `cbor:"4,keyasint,omitempty"` // the data asked for by First reaches the end of the file
+	// Ranges (OpStage with a name): what the stage holds already, sorted
+	// and disjoint (none for a stage made by this request).
+	Ranges []ByteRange `cbor:"5,keyasint,omitempty"`
 }
 
 // HandleReq names an open handle.
 type HandleReq struct {
 	Tok    uint32 `cbor:"1,keyasint"`
 	Handle uint64 `cbor:"2,keyasint"`
+	// Name (OpStage only) asks for a named stage: made if the principal
+	// has none of that name, else attached again, so that it outlives
+	// the handle, the connection and the client's restart (at most
+	// MaxStageName bytes of letters, digits, '.', '_' and '-').
+	Name string `cbor:"3,keyasint,omitempty"`
+	// Keep (OpClose of a named stage's handle only) keeps the stage at
+	// the share for a later attach; without it the stage is thrown away.
+	Keep bool `cbor:"4,keyasint,omitempty"`
 }
+
+// MaxStageName is the longest stage name (HandleReq.Name).
+const MaxStageName = 64
 
 // ReadReq reads Length bytes at Offset; the reply's data part holds them
 // (shorter at end of file).
