@@ -46,6 +46,8 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&cfg.Advertise, "advertise", "", "address clients dial (default: the listen address)")
 	cmd.Flags().DurationVar(&cfg.TokenTTL, "token-ttl", 10*time.Minute, "lifetime of the access tokens the controller signs")
+	cmd.Flags().StringVar(&cfg.Store, "store", "", "where the domain is kept: etcd://HOST:2379,HOST:2379 (shared by several controllers), or bbolt in --state (the default)")
+	addEtcdFlags(cmd, &cfg.Etcd)
 	return cmd
 }
 

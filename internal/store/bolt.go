@@ -136,3 +136,29 @@ func (b *Bolt) Close() error {
 	b.hub.closeAll()
 	return b.db.Close()
 }
+
+// createAll creates kvs in one transaction (see load).
+func (b *Bolt) createAll(ctx context.Context, kvs []KV) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucket)
+		for _, kv := range kvs {
+			if bk.Get([]byte(kv.Key)) != nil {
+				return fmt.Errorf("writing %s: %w", kv.Key, ErrConflict)
+			}
+			if err := bk.Put([]byte(kv.Key), bytes.Clone(kv.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		evs := make([]Event, 0, len(kvs))
+		for _, kv := range kvs {
+			evs = append(evs, Event{Key: kv.Key, Value: bytes.Clone(kv.Value)})
+		}
+		b.hub.publish(evs...)
+	}
+	return err
+}

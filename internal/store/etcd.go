@@ -206,3 +206,29 @@ func (e *Etcd) Watch(ctx context.Context, prefix string) <-chan Event {
 
 // Close implements Store.
 func (e *Etcd) Close() error { return e.cli.Close() }
+
+// txnOps is how many keys createAll puts in one transaction (etcd's
+// default limit is 128 operations).
+const txnOps = 100
+
+// createAll creates kvs, txnOps keys a transaction, each only if absent.
+func (e *Etcd) createAll(ctx context.Context, kvs []KV) error {
+	for len(kvs) > 0 {
+		n := min(len(kvs), txnOps)
+		var cmps []clientv3.Cmp
+		var ops []clientv3.Op
+		for _, kv := range kvs[:n] {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(e.prefix+kv.Key), "=", 0))
+			ops = append(ops, clientv3.OpPut(e.prefix+kv.Key, string(kv.Value)))
+		}
+		r, err := e.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("etcd: writing keys from %s: %w", kvs[0].Key, err)
+		}
+		if !r.Succeeded {
+			return fmt.Errorf("writing keys from %s: one exists already: %w", kvs[0].Key, ErrConflict)
+		}
+		kvs = kvs[n:]
+	}
+	return nil
+}

@@ -34,6 +34,9 @@ type MountEntry struct {
 type MountListResp struct {
 	Domain  string       `cbor:"1,keyasint"`
 	Entries []MountEntry `cbor:"2,keyasint"`
+	// Controllers are the domain's live controllers, the answering one
+	// first: clients keep their list of controllers up to date with it.
+	Controllers []string `cbor:"3,keyasint,omitempty"`
 }
 
 // ShareRegisterReq registers (or re-registers) a share and asks for its
@@ -78,6 +81,8 @@ type UserAddResp struct {
 	Cert []byte `cbor:"1,keyasint"`
 	Key  []byte `cbor:"2,keyasint,omitempty"`
 	CA   []byte `cbor:"3,keyasint"`
+	// Controllers are the domain's live controllers, for the bundle.
+	Controllers []string `cbor:"4,keyasint,omitempty"`
 }
 
 // UserInfo describes a user.
