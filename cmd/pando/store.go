@@ -3,10 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/controller"
 	"pando.dev/pando/internal/store"
 )
@@ -116,4 +120,53 @@ func newAdminCmd() *cobra.Command {
 	}
 	cmd.AddCommand(migrate, backup, restore)
 	return cmd
+}
+
+func newStatusCmd(g *cli.Globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the domain's controllers, its store's members and its shares (administrators)",
+		Args:  cobra.NoArgs,
+		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
+			st, err := c.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "CONTROLLER\tSTATE\tLAST HEARTBEAT")
+			for _, ct := range st.Controllers {
+				fmt.Fprintf(w, "%s\t%s\t%s ago\n", ct.Addr, upDown(ct.Live), time.Since(time.Unix(0, ct.LastSeen)).Round(time.Second))
+			}
+			fmt.Fprintf(w, "\nSTORE (%s)\tSTATE\tROLE\n", st.StoreKind)
+			if st.StoreKind == "bbolt" {
+				fmt.Fprintln(w, "embedded\tup\tone file in the controller's state directory")
+			}
+			if st.StoreErr != "" {
+				fmt.Fprintf(w, "(cannot list the members: %s)\n", st.StoreErr)
+			}
+			for _, m := range st.Store {
+				role := "follower"
+				if m.Leader {
+					role = "leader"
+				}
+				state := upDown(m.Up)
+				if !m.Up {
+					role = m.Err
+				}
+				fmt.Fprintf(w, "%s %s\t%s\t%s\n", m.Name, m.Addr, state, role)
+			}
+			fmt.Fprintln(w, "\nSHARE\tSTATE\tADDRESSES")
+			for _, s := range st.Shares {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", s.Name, upDown(s.Online), strings.Join(s.Addrs, ","))
+			}
+			return w.Flush()
+		}),
+	}
+}
+
+func upDown(up bool) string {
+	if up {
+		return "up"
+	}
+	return "DOWN"
 }

@@ -21,6 +21,8 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 	switch req.Op {
 	case wire.OpPing:
 		return rpc.Reply{}, nil
+	case wire.OpStatus:
+		return c.status(ctx, p)
 	case wire.OpWhoAmI:
 		return c.whoami(ctx, p)
 	case wire.OpResolve:
@@ -285,21 +287,29 @@ func (c *Controller) shareRegister(ctx context.Context, p *peer, req *rpc.Reques
 }
 
 func (c *Controller) shareList(ctx context.Context) (rpc.Reply, error) {
-	kvs, err := c.st.List(ctx, pfxShare)
+	shares, err := c.shareInfos(ctx)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	var out wire.ShareListResp
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	return rpc.Reply{Msg: wire.ShareListResp{Shares: shares}}, nil
+}
+
+// shareInfos lists the registered shares, each online if it watches any
+// controller of the domain.
+func (c *Controller) shareInfos(ctx context.Context) ([]wire.ShareInfo, error) {
+	kvs, err := c.st.List(ctx, pfxShare)
+	if err != nil {
+		return nil, err
+	}
+	var out []wire.ShareInfo
 	for _, kv := range kvs {
 		var rec shareRec
 		if err := wire.Unmarshal(kv.Value, &rec); err != nil {
-			return rpc.Reply{}, err
+			return nil, err
 		}
-		out.Shares = append(out.Shares, wire.ShareInfo{Name: rec.Name, Addrs: rec.Addrs, Online: c.online[rec.Name] > 0, LastSeen: rec.LastSeen})
+		out = append(out, wire.ShareInfo{Name: rec.Name, Addrs: rec.Addrs, Online: c.shareOnline(ctx, rec.Name), LastSeen: rec.LastSeen})
 	}
-	return rpc.Reply{Msg: out}, nil
+	return out, nil
 }
 
 func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
@@ -547,11 +557,16 @@ func (c *Controller) watch(ctx context.Context, p *peer, req *rpc.Request) (rpc.
 	c.watchers[w] = struct{}{}
 	c.online[w.share]++
 	c.mu.Unlock()
+	c.markOnline(ctx)
 	defer func() {
 		c.mu.Lock()
 		delete(c.watchers, w)
 		c.online[w.share]--
+		gone := c.online[w.share] == 0
 		c.mu.Unlock()
+		if gone {
+			c.markOffline(w.share)
+		}
 	}()
 	// First everything revoked so far, then changes as they happen.
 	kvs, err := c.st.List(ctx, pfxRevoked)

@@ -85,12 +85,61 @@ func (et EtcdTLS) config() (*tls.Config, error) {
 	return tc, nil
 }
 
-// Registry of live controllers.
+// Registry of live controllers, and of the shares watching each.
 const (
+	pfxOnline = "online/" // share name -> onlineRec, from the controller it watches
 	pfxCtrl   = "controller/"
 	heartbeat = 5 * time.Second
 	ctrlAlive = 3 * heartbeat
 )
+
+type onlineRec struct {
+	Controller string `cbor:"1,keyasint"`
+	Seen       int64  `cbor:"2,keyasint"`
+}
+
+// markOnline records, for every controller to see, the shares watching
+// this one.
+func (c *Controller) markOnline(ctx context.Context) {
+	c.mu.Lock()
+	var names []string
+	for name, n := range c.online {
+		if n > 0 {
+			names = append(names, name)
+		}
+	}
+	c.mu.Unlock()
+	now := time.Now().UnixNano()
+	for _, name := range names {
+		put(ctx, c.st, pfxOnline+name, onlineRec{Controller: c.addr, Seen: now})
+	}
+}
+
+// markOffline drops share name's presence record if this controller
+// wrote it (the share no longer watches it).
+func (c *Controller) markOffline(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	b, err := c.st.Get(ctx, pfxOnline+name)
+	var r onlineRec
+	if err != nil || wire.Unmarshal(b, &r) != nil || r.Controller != c.addr {
+		return
+	}
+	_ = c.st.CompareAndSwap(ctx, pfxOnline+name, b, nil)
+}
+
+// shareOnline reports whether share name watches this controller, or
+// watched another one at its last heartbeat.
+func (c *Controller) shareOnline(ctx context.Context, name string) bool {
+	c.mu.Lock()
+	here := c.online[name] > 0
+	c.mu.Unlock()
+	if here {
+		return true
+	}
+	r, err := get[onlineRec](ctx, c.st, pfxOnline+name)
+	return err == nil && time.Since(time.Unix(0, r.Seen)) < ctrlAlive
+}
 
 type ctrlRec struct {
 	Addr string `cbor:"1,keyasint"`
@@ -117,6 +166,7 @@ func (c *Controller) beat(ctx context.Context) chan struct{} {
 				if err := put(ctx, c.st, pfxCtrl+c.addr, ctrlRec{Addr: c.addr, Seen: time.Now().UnixNano()}); err != nil && ctx.Err() == nil {
 					c.log.Warn("cannot record this controller as live in the store", "err", err)
 				}
+				c.markOnline(ctx)
 			}
 		}
 	}()
@@ -205,4 +255,41 @@ func (c *Controller) endUser(principal string) {
 			go sc.End(wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the domain's administrator; ask an administrator for new ones (pando user add %s)", pp.id, name))
 		}
 	})
+}
+
+// status answers OpStatus: the domain's controllers, its store's members
+// and its shares, as this controller sees them.
+func (c *Controller) status(ctx context.Context, p *peer) (rpc.Reply, error) {
+	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
+		return rpc.Reply{}, err
+	}
+	var out wire.StatusResp
+	if kvs, err := c.st.List(ctx, pfxCtrl); err == nil {
+		for _, kv := range kvs {
+			var r ctrlRec
+			if wire.Unmarshal(kv.Value, &r) == nil {
+				out.Controllers = append(out.Controllers, wire.ControllerInfo{Addr: r.Addr, LastSeen: r.Seen,
+					Live: time.Since(time.Unix(0, r.Seen)) < ctrlAlive})
+			}
+		}
+	}
+	switch st := c.st.(type) {
+	case *store.Etcd:
+		out.StoreKind = "etcd"
+		ms, err := st.Members(ctx)
+		if err != nil {
+			out.StoreErr = err.Error()
+		}
+		for _, m := range ms {
+			out.Store = append(out.Store, wire.StoreMember{Name: m.Name, Addr: m.Addr, Leader: m.Leader, Up: m.Up, Err: m.Err})
+		}
+	default:
+		out.StoreKind = "bbolt"
+	}
+	shares, err := c.shareInfos(ctx)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	out.Shares = shares
+	return rpc.Reply{Msg: out}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +87,16 @@ func TestControllerTier(t *testing.T) {
 	ctrlB, _ = d.startController("ctrl-b", c.URL(), addrB) // at its address
 	run("both back", 3*time.Second)
 	w.check(0, 0)
+
+	// Either controller shows both controllers, the three etcd members
+	// (one leader) and the share up, whichever controller it watches.
+	for _, adm := range []string{adminA, adminB} {
+		out := d.pando(adm, "status").ok().stdout
+		if strings.Count(out, " up ") < 2 || !strings.Contains(out, addrA) || !strings.Contains(out, addrB) ||
+			strings.Count(out, "leader") != 1 || strings.Count(out, "follower") != 2 || !regexp.MustCompile(`alpha\s+up`).MatchString(out) {
+			t.Errorf("pando status:\n%s", out)
+		}
+	}
 
 	// bob and dave read through the share; bob is revoked through A and
 	// dave through B. The share watches one of them: one revocation

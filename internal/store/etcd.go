@@ -232,3 +232,35 @@ func (e *Etcd) createAll(ctx context.Context, kvs []KV) error {
 	}
 	return nil
 }
+
+// Member is one member of a store's cluster, as Members reports it.
+type Member struct {
+	Name, Addr string
+	Leader, Up bool
+	Err        string // why it did not answer
+}
+
+// Members lists the cluster's members, which one leads and which answer.
+func (e *Etcd) Members(ctx context.Context) ([]Member, error) {
+	ml, err := e.cli.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("etcd member list: %w", err)
+	}
+	var out []Member
+	for _, m := range ml.Members {
+		mb := Member{Name: m.Name}
+		if len(m.ClientURLs) > 0 {
+			mb.Addr = m.ClientURLs[0]
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := e.cli.Status(sctx, mb.Addr)
+			cancel()
+			if err != nil {
+				mb.Err = err.Error()
+			} else {
+				mb.Up, mb.Leader = true, st.Leader == m.ID
+			}
+		}
+		out = append(out, mb)
+	}
+	return out, nil
+}
