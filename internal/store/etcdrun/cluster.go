@@ -1,7 +1,7 @@
-// Package etcdtest runs a real etcd cluster for tests: members of the
-// system's etcd server (Debian's etcd-server) on loopback ports, in a
-// temporary directory, stopped when the test ends.
-package etcdtest
+// Package etcdrun runs a real etcd cluster on this machine, for tests and
+// benchmarks: members of the system's etcd server (Debian's etcd-server)
+// on loopback ports, with their data in a directory.
+package etcdrun
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,7 +20,6 @@ import (
 
 // Cluster is a running etcd cluster.
 type Cluster struct {
-	t       *testing.T
 	dir     string
 	bin     string
 	members []*member
@@ -35,45 +33,55 @@ type member struct {
 	log          *os.File
 }
 
-// Binary finds the etcd server, or fails the test saying how to get it
-// (`./dev test` installs it).
-func Binary(t *testing.T) string {
-	t.Helper()
+// ErrNoEtcd says that no etcd server is installed.
+var ErrNoEtcd = fmt.Errorf("no etcd server is installed: run ./dev test, which installs it, or apt-get install etcd-server")
+
+// Start starts an n-member cluster with its data in dir and waits (up to
+// 30 s) until it has a leader. Close stops it.
+func Start(dir string, n int) (*Cluster, error) {
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
-		t.Fatal("these tests run a real etcd cluster and no etcd server is installed: run them with ./dev test, which installs it, or apt-get install etcd-server")
+		return nil, ErrNoEtcd
 	}
-	return bin
-}
-
-// Start starts an n-member cluster and waits until it has a leader.
-func Start(t *testing.T, n int) *Cluster {
-	t.Helper()
-	c := &Cluster{t: t, dir: t.TempDir(), bin: Binary(t)}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, bin: bin}
 	var initial []string
 	for i := range n {
-		m := &member{name: fmt.Sprintf("m%d", i), client: freeAddr(t), peer: freeAddr(t)}
+		m := &member{name: fmt.Sprintf("m%d", i)}
+		if m.client, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if m.peer, err = freeAddr(); err != nil {
+			return nil, err
+		}
 		c.members = append(c.members, m)
 		initial = append(initial, m.name+"=http://"+m.peer)
 	}
-	t.Cleanup(c.stopAll)
 	for i := range c.members {
-		c.start(i, strings.Join(initial, ","))
+		if err := c.start(i, strings.Join(initial, ",")); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
-	c.WaitLeader()
-	return c
+	if _, err := c.WaitLeader(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().String(), nil
 }
 
-func (c *Cluster) start(i int, initial string) {
+func (c *Cluster) start(i int, initial string) error {
 	m := c.members[i]
 	args := []string{"--name", m.name, "--data-dir", filepath.Join(c.dir, m.name),
 		"--listen-client-urls", "http://" + m.client, "--advertise-client-urls", "http://" + m.client,
@@ -85,15 +93,17 @@ func (c *Cluster) start(i int, initial string) {
 	}
 	log, err := os.OpenFile(filepath.Join(c.dir, m.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("cannot start etcd: %v", err)
+		log.Close()
+		return fmt.Errorf("cannot start etcd: %w", err)
 	}
 	m.cmd, m.log, m.done = cmd, log, make(chan struct{})
 	go func() { cmd.Wait(); close(m.done) }()
+	return nil
 }
 
 // Endpoints are the members' client addresses.
@@ -108,17 +118,12 @@ func (c *Cluster) Endpoints() []string {
 // URL is the cluster's address as pando's --store takes it.
 func (c *Cluster) URL() string { return "etcd://" + strings.Join(c.Endpoints(), ",") }
 
-func (c *Cluster) client() *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return cli
-}
-
 // Leader returns the index of the member that leads now (-1 if none).
 func (c *Cluster) Leader() int {
-	cli := c.client()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return -1
+	}
 	defer cli.Close()
 	for i, m := range c.members {
 		if m.cmd == nil {
@@ -135,15 +140,14 @@ func (c *Cluster) Leader() int {
 }
 
 // WaitLeader waits (up to 30 s) until the cluster has a leader.
-func (c *Cluster) WaitLeader() int {
-	c.t.Helper()
+func (c *Cluster) WaitLeader() (int, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if l := c.Leader(); l >= 0 {
-			return l
+			return l, nil
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("the etcd cluster has no leader after 30 s; member logs in %s", c.dir)
+			return -1, fmt.Errorf("the etcd cluster has no leader after 30 s; member logs in %s", c.dir)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -162,11 +166,12 @@ func (c *Cluster) Kill(i int) {
 }
 
 // Restart starts member i again on its data.
-func (c *Cluster) Restart(i int) {
-	c.start(i, "")
+func (c *Cluster) Restart(i int) error {
+	return c.start(i, "")
 }
 
-func (c *Cluster) stopAll() {
+// Close stops every member.
+func (c *Cluster) Close() {
 	for i := range c.members {
 		c.Kill(i)
 	}
