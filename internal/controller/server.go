@@ -51,6 +51,7 @@ type Controller struct {
 	admin string // path of the admin credential bundle
 
 	stop  context.CancelFunc // ends the heartbeat and the watches
+	done  chan struct{}      // closed by Close
 	beats chan struct{}      // closed once the heartbeat has ended
 
 	mu       sync.Mutex
@@ -119,7 +120,7 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.stop = stop
+	c.stop, c.done = stop, make(chan struct{})
 	c.followRevocations(bg)
 	c.beats = c.beat(bg)
 	go func() {
@@ -144,6 +145,7 @@ func (c *Controller) AdminBundlePath() string { return c.admin }
 func (c *Controller) Close() error {
 	err := c.rpc.Close()
 	c.stop()
+	close(c.done)
 	<-c.beats // it drops this controller's record from the registry
 	if cerr := c.st.Close(); err == nil {
 		err = cerr

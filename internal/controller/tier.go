@@ -263,6 +263,15 @@ func (c *Controller) status(ctx context.Context, p *peer) (rpc.Reply, error) {
 	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
 		return rpc.Reply{}, err
 	}
+	out, err := c.health(ctx)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	return rpc.Reply{Msg: out}, nil
+}
+
+// health is what status and the metrics report.
+func (c *Controller) health(ctx context.Context) (wire.StatusResp, error) {
 	var out wire.StatusResp
 	if kvs, err := c.st.List(ctx, pfxCtrl); err == nil {
 		for _, kv := range kvs {
@@ -288,8 +297,8 @@ func (c *Controller) status(ctx context.Context, p *peer) (rpc.Reply, error) {
 	}
 	shares, err := c.shareInfos(ctx)
 	if err != nil {
-		return rpc.Reply{}, err
+		return wire.StatusResp{}, err
 	}
 	out.Shares = shares
-	return rpc.Reply{Msg: out}, nil
+	return out, nil
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,10 +19,10 @@ import (
 // startController starts one more controller of d's domain on the store
 // named by storeURL, with its own state directory (for its admin bundle),
 // and returns it and its address.
-func (d *domain) startController(name, storeURL, listen string) (*proc, string) {
+func (d *domain) startController(name, storeURL, listen string, extra ...string) (*proc, string) {
 	d.t.Helper()
-	p, m := start(d.t, `listening on (\S+)`, nil, "controller", "--state", filepath.Join(d.dir, name), "--domain", d.name,
-		"--listen", listen, "--store", storeURL)
+	p, m := start(d.t, `listening on (\S+)`, nil, append([]string{"controller", "--state", filepath.Join(d.dir, name), "--domain", d.name,
+		"--listen", listen, "--store", storeURL}, extra...)...)
 	return p, m[1]
 }
 
@@ -35,7 +37,7 @@ func TestControllerTier(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	dir := t.TempDir()
 	d := &domain{t: t, name: "uva", dir: dir, roots: map[string]string{}, shares: map[string]*proc{}}
-	_, addrA := d.startController("ctrl-a", c.URL(), "127.0.0.1:0")
+	ctrlA, addrA := d.startController("ctrl-a", c.URL(), "127.0.0.1:0", "--metrics", "127.0.0.1:0")
 	ctrlB, addrB := d.startController("ctrl-b", c.URL(), "127.0.0.1:0")
 	adminA, adminB := filepath.Join(dir, "ctrl-a", "admin.json"), filepath.Join(dir, "ctrl-b", "admin.json")
 	// B came second: its bundle names A as well.
@@ -87,6 +89,28 @@ func TestControllerTier(t *testing.T) {
 	ctrlB, _ = d.startController("ctrl-b", c.URL(), addrB) // at its address
 	run("both back", 3*time.Second)
 	w.check(0, 0)
+
+	// A's metrics say the same.
+	metrics := regexp.MustCompile(`metrics at (\S+)`).FindStringSubmatch(ctrlA.output())
+	if metrics == nil {
+		t.Fatalf("controller A does not say where its metrics are:\n%s", ctrlA.output())
+	}
+	resp, err := http.Get(metrics[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`pando_controller_live{controller="` + addrB + `"} 1`, `pando_store_member_up{member="m0"} 1`,
+		`pando_store_member_up{member="m2"} 1`, `pando_share_online{share="alpha"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("controller metrics lack %s:\n%s", want, body)
+		}
+	}
+	if n := strings.Count(string(body), "pando_store_member_leader{") - strings.Count(string(body), "pando_store_member_leader{member=\"m0\"} 0") -
+		strings.Count(string(body), "pando_store_member_leader{member=\"m1\"} 0") - strings.Count(string(body), "pando_store_member_leader{member=\"m2\"} 0"); n != 1 {
+		t.Errorf("controller metrics show %d leaders:\n%s", n, body)
+	}
 
 	// Either controller shows both controllers, the three etcd members
 	// (one leader) and the share up, whichever controller it watches.
