@@ -78,7 +78,7 @@ only by you). Give it to the user over a safe channel; they use it with
 			if err != nil {
 				return err
 			}
-			bundle := &config.Config{Domain: c.Domain(), Controller: self.Controller, User: name,
+			bundle := &config.Config{Domain: c.Domain(), Controller: self.Controller, Controllers: resp.Controllers, User: name,
 				CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
 			if err := bundle.Save(out); err != nil {
 				return err

@@ -23,6 +23,7 @@ import (
 
 func newControllerCmd(g *cli.Globals) *cobra.Command {
 	var cfg controller.Config
+	var metrics string
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run a domain's controller (namespace, users, ACLs, CA, tokens)",
@@ -36,6 +37,13 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 				return err
 			}
 			defer c.Close()
+			if metrics != "" {
+				addr, err := c.ServeMetrics(metrics)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", addr)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "controller of domain %s listening on %s\nadministrator credentials: %s\n", c.Domain(), c.Addr(), c.AdminBundlePath())
 			<-cmd.Context().Done()
 			return nil
@@ -46,6 +54,9 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&cfg.Advertise, "advertise", "", "address clients dial (default: the listen address)")
 	cmd.Flags().DurationVar(&cfg.TokenTTL, "token-ttl", 10*time.Minute, "lifetime of the access tokens the controller signs")
+	cmd.Flags().StringVar(&cfg.Store, "store", "", "where the domain is kept: etcd://HOST:2379,HOST:2379 (shared by several controllers), or bbolt in --state (the default)")
+	addEtcdFlags(cmd, &cfg.Etcd)
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics (controllers, store members, shares) on this address")
 	return cmd
 }
 

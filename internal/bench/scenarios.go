@@ -65,6 +65,7 @@ func Scenarios() []Scenario {
 		{"lock", "six agents compete for one lock file by hard-linking, per consistency mode: fairness, time to acquire, RPCs (GVFS)", runLock},
 		{"transfer", "pando cp memory-to-memory and disk-to-disk, 1 and 4 streams, by RTT, beside the raw link, Go's TLS and globus-url-copy; 10,000 small files", runTransfer},
 		{"faults", "a share frozen (SIGSTOP) per consistency mode: time to the first answered read, cached and not, and to fresh data once it answers again; operations failed while the controller is stopped", runFaults},
+		{"controllers", "token requests and ACL reads per second with 1, 2 and 3 controllers on etcd beside one on bbolt; time from losing a controller or the etcd leader to the next answered request", runControllers},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
 	}
 }

@@ -81,3 +81,11 @@ func (c *Client) ACLSet(ctx context.Context, prefix string, entries []wire.ACLEn
 	defer c.forgetMounts()
 	return c.ControllerCall(ctx, wire.OpACLSet, wire.ACLSetReq{Path: g, Entries: entries, Replace: replace}, nil)
 }
+
+// Status returns the domain's health as the controller sees it
+// (administrators only).
+func (c *Client) Status(ctx context.Context) (wire.StatusResp, error) {
+	var r wire.StatusResp
+	err := c.ControllerCall(ctx, wire.OpStatus, wire.Empty{}, &r)
+	return r, err
+}

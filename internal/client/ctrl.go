@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -150,9 +151,8 @@ func (c *Client) lastCtrlErr() error {
 // dialController dials the controller's addresses in turn, the one that
 // answered last first.
 func (c *Client) dialController(ctx context.Context) (*rpc.Conn, error) {
-	addrs := c.addrs
 	c.health.mu.Lock()
-	first := c.health.addr
+	addrs, first := c.addrs, c.health.addr
 	c.health.mu.Unlock()
 	var last error
 	for i := range addrs {
@@ -165,7 +165,9 @@ func (c *Client) dialController(ctx context.Context) (*rpc.Conn, error) {
 		cancel()
 		if err == nil {
 			c.health.mu.Lock()
-			c.health.addr = j
+			if j < len(c.addrs) && c.addrs[j] == addrs[j] {
+				c.health.addr = j
+			}
 			c.health.mu.Unlock()
 			return conn, nil
 		}
@@ -213,6 +215,7 @@ func (c *Client) readMounts(ctx context.Context) ([]wire.MountEntry, error) {
 	if err := c.ControllerCall(ctx, wire.OpMountList, wire.Empty{}, &resp); err != nil {
 		return nil, err
 	}
+	c.learnControllers(resp.Controllers)
 	c.mu.Lock()
 	if gen == c.mountsGen { // else the table was dropped meanwhile: this one may be older
 		c.mounts, c.mountsAt = resp.Entries, time.Now()
@@ -320,7 +323,7 @@ func (c *Client) ControllerStatus() ControllerStatus {
 	if s.State == "" {
 		s.State = "unknown"
 	}
-	if len(c.addrs) > 0 {
+	if h.addr < len(c.addrs) {
 		s.Addr = c.addrs[h.addr]
 	}
 	if h.lastErr != nil {
@@ -355,4 +358,29 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// learnControllers adds the domain's live controllers, as one of them
+// lists them, to those this client tries: the configured ones stay first
+// and in their order, so that a controller that is only away for a while
+// is still tried, and one added since is tried too.
+func (c *Client) learnControllers(live []string) {
+	if c.fixed || len(live) == 0 {
+		return
+	}
+	h := &c.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var cur string
+	if h.addr < len(c.addrs) {
+		cur = c.addrs[h.addr]
+	}
+	addrs := c.cfg.ControllerAddrs()
+	for _, a := range live {
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	c.addrs = addrs
+	h.addr = max(0, slices.Index(addrs, cur))
 }

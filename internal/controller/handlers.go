@@ -21,13 +21,15 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 	switch req.Op {
 	case wire.OpPing:
 		return rpc.Reply{}, nil
+	case wire.OpStatus:
+		return c.status(ctx, p)
 	case wire.OpWhoAmI:
 		return c.whoami(ctx, p)
 	case wire.OpResolve:
 		return c.resolve(ctx, p, req)
 	case wire.OpMountList:
 		m, err := loadMounts(ctx, c.st)
-		return rpc.Reply{Msg: wire.MountListResp{Domain: c.keys.domain, Entries: m}}, err
+		return rpc.Reply{Msg: wire.MountListResp{Domain: c.keys.domain, Entries: m, Controllers: c.Controllers(ctx)}}, err
 	case wire.OpMountAdd:
 		return c.mountAdd(ctx, p, req)
 	case wire.OpMountRemove:
@@ -285,21 +287,29 @@ func (c *Controller) shareRegister(ctx context.Context, p *peer, req *rpc.Reques
 }
 
 func (c *Controller) shareList(ctx context.Context) (rpc.Reply, error) {
-	kvs, err := c.st.List(ctx, pfxShare)
+	shares, err := c.shareInfos(ctx)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	var out wire.ShareListResp
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	return rpc.Reply{Msg: wire.ShareListResp{Shares: shares}}, nil
+}
+
+// shareInfos lists the registered shares, each online if it watches any
+// controller of the domain.
+func (c *Controller) shareInfos(ctx context.Context) ([]wire.ShareInfo, error) {
+	kvs, err := c.st.List(ctx, pfxShare)
+	if err != nil {
+		return nil, err
+	}
+	var out []wire.ShareInfo
 	for _, kv := range kvs {
 		var rec shareRec
 		if err := wire.Unmarshal(kv.Value, &rec); err != nil {
-			return rpc.Reply{}, err
+			return nil, err
 		}
-		out.Shares = append(out.Shares, wire.ShareInfo{Name: rec.Name, Addrs: rec.Addrs, Online: c.online[rec.Name] > 0, LastSeen: rec.LastSeen})
+		out = append(out, wire.ShareInfo{Name: rec.Name, Addrs: rec.Addrs, Online: c.shareOnline(ctx, rec.Name), LastSeen: rec.LastSeen})
 	}
-	return rpc.Reply{Msg: out}, nil
+	return out, nil
 }
 
 func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
@@ -328,32 +338,51 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 			return wire.UserAddResp{}, wire.Errorf(wire.CodeInvalid, "group name: %v", err)
 		}
 	}
-	rec, err := get[userRec](ctx, c.st, pfxUser+name)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		rec = &userRec{Name: name, Groups: groups, Created: time.Now().UnixNano()}
-	case err != nil:
-		return wire.UserAddResp{}, err
-	case rec.Revoked != 0:
-		rec.Revoked = 0
-		rec.Groups = groups
-	case !again:
-		return wire.UserAddResp{}, wire.Errorf(wire.CodeExist, "user %s already exists", name)
+	// A compare-and-swap on the user's record: two controllers adding
+	// one user at once make one user, and the other is told it exists.
+	for attempt := 0; ; attempt++ {
+		old, err := c.st.Get(ctx, pfxUser+name)
+		var rec userRec
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			old, rec = nil, userRec{Name: name, Groups: groups, Created: time.Now().UnixNano()}
+		case err != nil:
+			return wire.UserAddResp{}, err
+		default:
+			if err := wire.Unmarshal(old, &rec); err != nil {
+				return wire.UserAddResp{}, fmt.Errorf("state record %s is damaged: %w", pfxUser+name, err)
+			}
+			switch {
+			case rec.Revoked != 0:
+				rec.Revoked = 0
+				rec.Groups = groups
+			case !again:
+				return wire.UserAddResp{}, wire.Errorf(wire.CodeExist, "user %s already exists", name)
+			}
+		}
+		key, keyPEM, err := auth.NewKey()
+		if err != nil {
+			return wire.UserAddResp{}, err
+		}
+		id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleUser, Name: name}
+		cert, serial, err := c.keys.ca.Issue(id, key.Public(), 2*365*24*time.Hour, nil)
+		if err != nil {
+			return wire.UserAddResp{}, err
+		}
+		rec.Serials = append(rec.Serials, serial)
+		val, err := wire.Marshal(rec)
+		if err != nil {
+			return wire.UserAddResp{}, err
+		}
+		err = c.st.CompareAndSwap(ctx, pfxUser+name, old, val)
+		if errors.Is(err, store.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return wire.UserAddResp{}, err
+		}
+		return wire.UserAddResp{Cert: cert, Key: keyPEM, CA: c.keys.ca.CertPEM(), Controllers: c.Controllers(ctx)}, nil
 	}
-	key, keyPEM, err := auth.NewKey()
-	if err != nil {
-		return wire.UserAddResp{}, err
-	}
-	id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleUser, Name: name}
-	cert, serial, err := c.keys.ca.Issue(id, key.Public(), 2*365*24*time.Hour, nil)
-	if err != nil {
-		return wire.UserAddResp{}, err
-	}
-	rec.Serials = append(rec.Serials, serial)
-	if err := put(ctx, c.st, pfxUser+name, rec); err != nil {
-		return wire.UserAddResp{}, err
-	}
-	return wire.UserAddResp{Cert: cert, Key: keyPEM, CA: c.keys.ca.CertPEM()}, nil
 }
 
 func (c *Controller) userList(ctx context.Context, p *peer) (rpc.Reply, error) {
@@ -386,27 +415,41 @@ func (c *Controller) userRevoke(ctx context.Context, p *peer, req *rpc.Request) 
 	if r.Name == p.id.Name {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "you cannot revoke yourself; ask another administrator")
 	}
-	rec, err := get[userRec](ctx, c.st, pfxUser+r.Name)
-	if errors.Is(err, store.ErrNotFound) {
-		return rpc.Reply{}, wire.Errorf(wire.CodeNotExist, "user %s does not exist (see `pando user ls`)", r.Name)
-	} else if err != nil {
-		return rpc.Reply{}, err
-	}
-	now := time.Now().UnixNano()
-	rev := wire.Revocation{Principal: r.Name + "@" + c.keys.domain, Before: now, Serials: rec.Serials}
-	rec.Revoked, rec.Serials = now, nil
-	if err := put(ctx, c.st, pfxUser+r.Name, rec); err != nil {
-		return rpc.Reply{}, err
+	// The user's record by compare-and-swap (a certificate issued by
+	// another controller meanwhile is revoked too), then the revocation,
+	// which every controller passes on to its shares and acts on (see
+	// followRevocations).
+	var rev wire.Revocation
+	for attempt := 0; ; attempt++ {
+		old, err := c.st.Get(ctx, pfxUser+r.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			return rpc.Reply{}, wire.Errorf(wire.CodeNotExist, "user %s does not exist (see `pando user ls`)", r.Name)
+		} else if err != nil {
+			return rpc.Reply{}, err
+		}
+		var rec userRec
+		if err := wire.Unmarshal(old, &rec); err != nil {
+			return rpc.Reply{}, fmt.Errorf("state record %s is damaged: %w", pfxUser+r.Name, err)
+		}
+		now := time.Now().UnixNano()
+		rev = wire.Revocation{Principal: r.Name + "@" + c.keys.domain, Before: now, Serials: rec.Serials}
+		rec.Revoked, rec.Serials = now, nil
+		val, err := wire.Marshal(rec)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		err = c.st.CompareAndSwap(ctx, pfxUser+r.Name, old, val)
+		if errors.Is(err, store.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		break
 	}
 	if err := put(ctx, c.st, pfxRevoked+rev.Principal, rev); err != nil {
 		return rpc.Reply{}, err
 	}
-	c.broadcast(rev)
-	c.rpc.EachConn(func(sc *rpc.ServerConn) {
-		if pp, ok := sc.State.(*peer); ok && pp.id.Role == auth.RoleUser && pp.id.Name == r.Name {
-			go sc.End(wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the domain's administrator; ask an administrator for new ones (pando user add %s)", pp.id, r.Name))
-		}
-	})
 	return rpc.Reply{}, nil
 }
 
@@ -496,11 +539,11 @@ func (c *Controller) aclSet(ctx context.Context, p *peer, req *rpc.Request) (rpc
 		break
 	}
 	// Tokens carry rights: void every token issued before the change.
+	// (every controller passes it on to its shares: followRevocations).
 	rev := wire.Revocation{Before: time.Now().UnixNano()}
 	if err := put(ctx, c.st, keyRevAll, rev); err != nil {
 		return rpc.Reply{}, err
 	}
-	c.broadcast(rev)
 	return rpc.Reply{}, nil
 }
 
@@ -514,11 +557,16 @@ func (c *Controller) watch(ctx context.Context, p *peer, req *rpc.Request) (rpc.
 	c.watchers[w] = struct{}{}
 	c.online[w.share]++
 	c.mu.Unlock()
+	c.markOnline(ctx)
 	defer func() {
 		c.mu.Lock()
 		delete(c.watchers, w)
 		c.online[w.share]--
+		gone := c.online[w.share] == 0
 		c.mu.Unlock()
+		if gone {
+			c.markOffline(w.share)
+		}
 	}()
 	// First everything revoked so far, then changes as they happen.
 	kvs, err := c.st.List(ctx, pfxRevoked)

@@ -32,6 +32,11 @@ type Config struct {
 	Advertise string
 	TokenTTL  time.Duration // default 10 minutes
 	Log       *slog.Logger
+	// Store names the store: "" for bbolt in StateDir, or
+	// "etcd://HOST:PORT,..." (see OpenStore), shared by every controller
+	// of the domain.
+	Store string
+	Etcd  EtcdTLS
 }
 
 // Controller is a running controller.
@@ -44,6 +49,10 @@ type Controller struct {
 	log   *slog.Logger
 	addr  string
 	admin string // path of the admin credential bundle
+
+	stop  context.CancelFunc // ends the heartbeat and the watches
+	done  chan struct{}      // closed by Close
+	beats chan struct{}      // closed once the heartbeat has ended
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
@@ -70,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cannot create the state directory: %w", err)
 	}
-	st, err := store.OpenBolt(filepath.Join(cfg.StateDir, "controller.db"))
+	st, err := OpenStore(ctx, cfg.Store, cfg.StateDir, cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +119,10 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 		ln.Close()
 		return nil, err
 	}
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c.stop, c.done = stop, make(chan struct{})
+	c.followRevocations(bg)
+	c.beats = c.beat(bg)
 	go func() {
 		if err := c.rpc.Serve(c.ln); err != nil {
 			c.log.Error("controller stopped serving", "err", err)
@@ -131,6 +144,9 @@ func (c *Controller) AdminBundlePath() string { return c.admin }
 // Close stops serving and closes the store.
 func (c *Controller) Close() error {
 	err := c.rpc.Close()
+	c.stop()
+	close(c.done)
+	<-c.beats // it drops this controller's record from the registry
 	if cerr := c.st.Close(); err == nil {
 		err = cerr
 	}
@@ -161,8 +177,9 @@ func (c *Controller) writeAdminBundle(ctx context.Context, created bool) error {
 	if !created {
 		cfg, err := config.Load(c.admin)
 		if err == nil {
-			if cfg.Controller != c.addr {
-				cfg.Controller = c.addr
+			ctrls := c.Controllers(ctx)[1:]
+			if cfg.Controller != c.addr || !slices.Equal(cfg.Controllers, ctrls) {
+				cfg.Controller, cfg.Controllers = c.addr, ctrls
 				return cfg.Save(c.admin)
 			}
 			return nil
@@ -175,7 +192,7 @@ func (c *Controller) writeAdminBundle(ctx context.Context, created bool) error {
 	if err != nil {
 		return err
 	}
-	cfg := &config.Config{Domain: c.keys.domain, Controller: c.addr, User: "admin",
+	cfg := &config.Config{Domain: c.keys.domain, Controller: c.addr, Controllers: c.Controllers(ctx)[1:], User: "admin",
 		CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
 	return cfg.Save(c.admin)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,6 +97,13 @@ func initDomain(ctx context.Context, st store.Store, domain string) (*keys, bool
 	if err := auth.ValidName(domain); err != nil {
 		return nil, false, fmt.Errorf("domain name: %w", err)
 	}
+	// Controllers started at once on one empty store: one creates the
+	// domain (its CA and keys), the others wait for it and load it.
+	if won, err := claimCreation(ctx, st); err != nil {
+		return nil, false, err
+	} else if !won {
+		return awaitDomain(ctx, st, domain)
+	}
 	ca, err := auth.NewCA(domain)
 	if err != nil {
 		return nil, false, err
@@ -135,7 +143,52 @@ func initDomain(ctx context.Context, st store.Store, domain string) (*keys, bool
 	if err := st.Put(ctx, keyDomain, []byte(domain)); err != nil {
 		return nil, false, err
 	}
+	_ = st.Delete(ctx, keyCreating)
 	return &keys{domain: domain, ca: ca, tokenPub: pub, tokenKey: priv}, true, nil
+}
+
+// keyCreating marks a domain being created (the creator's start time).
+const keyCreating = "domain-creating"
+
+// claimCreation takes the right to create the domain; a claim older than
+// a minute (its creator died) is taken over.
+func claimCreation(ctx context.Context, st store.Store) (bool, error) {
+	now := []byte(strconv.FormatInt(time.Now().UnixNano(), 10))
+	err := st.CompareAndSwap(ctx, keyCreating, nil, now)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return false, err
+	}
+	old, err := st.Get(ctx, keyCreating)
+	if err != nil {
+		return false, nil
+	}
+	if t, perr := strconv.ParseInt(string(old), 10, 64); perr == nil && time.Since(time.Unix(0, t)) > time.Minute {
+		return st.CompareAndSwap(ctx, keyCreating, old, now) == nil, nil
+	}
+	return false, nil
+}
+
+// awaitDomain waits (up to a minute) for another controller to finish
+// creating the domain, and loads it.
+func awaitDomain(ctx context.Context, st store.Store, domain string) (*keys, bool, error) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		b, err := st.Get(ctx, keyDomain)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if string(b) != domain {
+			return nil, false, fmt.Errorf("the store holds domain %q, not %q; drop --domain or use another store", b, domain)
+		}
+		k, err := loadKeys(ctx, st, domain)
+		return k, false, err
+	}
+	return nil, false, errors.New("another controller began creating the domain in this store a minute ago and has not finished; start again")
 }
 
 func loadKeys(ctx context.Context, st store.Store, domain string) (*keys, error) {

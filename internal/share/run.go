@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"pando.dev/pando/internal/auth"
@@ -185,6 +186,14 @@ func identity(ctx context.Context, rc RunConfig, addr string) (*config.Config, e
 			return nil, err
 		}
 	}
+	if err == nil && rc.Credentials != nil && id.Domain == rc.Credentials.Domain && id.Controller == rc.Credentials.Controller &&
+		!slices.Equal(id.Controllers, rc.Credentials.Controllers) {
+		// The domain's controllers, as the administrator's bundle names them.
+		id.Controllers = rc.Credentials.Controllers
+		if err := id.Save(path); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil {
 		if rc.Credentials != nil && (id.Domain != rc.Credentials.Domain || id.Controller != rc.Credentials.Controller) {
 			// The share moved to another controller address (or domain): keep
@@ -219,7 +228,7 @@ func identity(ctx context.Context, rc RunConfig, addr string) (*config.Config, e
 	if err := admin.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: rc.Name, Addrs: []string{addr}, CSR: csr}, &reg); err != nil {
 		return nil, fmt.Errorf("share %s cannot register with the controller: %w", rc.Name, err)
 	}
-	id = &config.Config{Domain: reg.Domain, Controller: rc.Credentials.Controller, User: rc.Name,
+	id = &config.Config{Domain: reg.Domain, Controller: rc.Credentials.Controller, Controllers: rc.Credentials.Controllers, User: rc.Name,
 		CA: string(reg.CA), Cert: string(reg.Cert), Key: string(keyPEM)}
 	if err := os.MkdirAll(rc.StateDir, 0o700); err != nil {
 		return nil, err

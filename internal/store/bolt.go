@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,7 +16,12 @@ var bucket = []byte("pando")
 
 // Bolt is a Store in one bbolt file.
 type Bolt struct {
-	db *bolt.DB
+	db  *bolt.DB
+	hub hub
+	// wmu holds a write and the publication of its change together, so
+	// that watchers see changes in the order they were committed (bbolt
+	// runs one writer at a time anyway).
+	wmu sync.Mutex
 }
 
 var _ Store = (*Bolt)(nil)
@@ -56,20 +62,32 @@ func (b *Bolt) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Put implements Store.
 func (b *Bolt) Put(ctx context.Context, key string, value []byte) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	err := b.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).Put([]byte(key), bytes.Clone(value))
 	})
+	if err == nil {
+		b.hub.publish(Event{Key: key, Value: bytes.Clone(value)})
+	}
+	return err
 }
 
 // Delete implements Store.
 func (b *Bolt) Delete(ctx context.Context, key string) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	err := b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucket)
 		if bk.Get([]byte(key)) == nil {
 			return ErrNotFound
 		}
 		return bk.Delete([]byte(key))
 	})
+	if err == nil {
+		b.hub.publish(Event{Key: key, Deleted: true})
+	}
+	return err
 }
 
 // List implements Store.
@@ -88,7 +106,9 @@ func (b *Bolt) List(ctx context.Context, prefix string) ([]KV, error) {
 
 // CompareAndSwap implements Store.
 func (b *Bolt) CompareAndSwap(ctx context.Context, key string, old, new []byte) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	err := b.db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucket)
 		cur := bk.Get([]byte(key))
 		if (old == nil) != (cur == nil) || !bytes.Equal(cur, old) {
@@ -99,7 +119,46 @@ func (b *Bolt) CompareAndSwap(ctx context.Context, key string, old, new []byte) 
 		}
 		return bk.Put([]byte(key), bytes.Clone(new))
 	})
+	if err == nil {
+		b.hub.publish(Event{Key: key, Value: bytes.Clone(new), Deleted: new == nil})
+	}
+	return err
+}
+
+// Watch implements Store: changes are published once committed, in the
+// order committed.
+func (b *Bolt) Watch(ctx context.Context, prefix string) <-chan Event {
+	return b.hub.watch(ctx, prefix)
 }
 
 // Close implements Store.
-func (b *Bolt) Close() error { return b.db.Close() }
+func (b *Bolt) Close() error {
+	b.hub.closeAll()
+	return b.db.Close()
+}
+
+// createAll creates kvs in one transaction (see load).
+func (b *Bolt) createAll(ctx context.Context, kvs []KV) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucket)
+		for _, kv := range kvs {
+			if bk.Get([]byte(kv.Key)) != nil {
+				return fmt.Errorf("writing %s: %w", kv.Key, ErrConflict)
+			}
+			if err := bk.Put([]byte(kv.Key), bytes.Clone(kv.Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		evs := make([]Event, 0, len(kvs))
+		for _, kv := range kvs {
+			evs = append(evs, Event{Key: kv.Key, Value: bytes.Clone(kv.Value)})
+		}
+		b.hub.publish(evs...)
+	}
+	return err
+}

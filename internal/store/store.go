@@ -34,6 +34,19 @@ type Store interface {
 	// means the key must not exist; new == nil deletes the key. It returns
 	// ErrConflict when the expectation fails.
 	CompareAndSwap(ctx context.Context, key string, old, new []byte) error
+	// Watch sends every change under prefix made after it returns, in
+	// the order made, until ctx ends. The channel is closed then; closed
+	// earlier (the watcher fell behind, or the engine lost its place), the
+	// caller may have missed changes: it reads what it needs again and
+	// watches anew.
+	Watch(ctx context.Context, prefix string) <-chan Event
 	// Close releases the store.
 	Close() error
+}
+
+// Event is one change of a key: its new value, or Deleted.
+type Event struct {
+	Key     string
+	Value   []byte
+	Deleted bool
 }

@@ -34,6 +34,9 @@ type MountEntry struct {
 type MountListResp struct {
 	Domain  string       `cbor:"1,keyasint"`
 	Entries []MountEntry `cbor:"2,keyasint"`
+	// Controllers are the domain's live controllers, the answering one
+	// first: clients keep their list of controllers up to date with it.
+	Controllers []string `cbor:"3,keyasint,omitempty"`
 }
 
 // ShareRegisterReq registers (or re-registers) a share and asks for its
@@ -61,6 +64,31 @@ type ShareInfo struct {
 	LastSeen int64    `cbor:"4,keyasint"`
 }
 
+// StatusResp is the domain's health as one controller sees it.
+type StatusResp struct {
+	Controllers []ControllerInfo `cbor:"1,keyasint"`
+	StoreKind   string           `cbor:"2,keyasint"` // "bbolt" or "etcd"
+	Store       []StoreMember    `cbor:"3,keyasint,omitempty"`
+	StoreErr    string           `cbor:"4,keyasint,omitempty"`
+	Shares      []ShareInfo      `cbor:"5,keyasint,omitempty"`
+}
+
+// ControllerInfo is one controller of the domain.
+type ControllerInfo struct {
+	Addr     string `cbor:"1,keyasint"`
+	LastSeen int64  `cbor:"2,keyasint"` // its last heartbeat, unix nanoseconds
+	Live     bool   `cbor:"3,keyasint"`
+}
+
+// StoreMember is one member of the store's cluster.
+type StoreMember struct {
+	Name   string `cbor:"1,keyasint"`
+	Addr   string `cbor:"2,keyasint"`
+	Leader bool   `cbor:"3,keyasint,omitempty"`
+	Up     bool   `cbor:"4,keyasint,omitempty"`
+	Err    string `cbor:"5,keyasint,omitempty"`
+}
+
 // ShareListResp lists shares.
 type ShareListResp struct {
 	Shares []ShareInfo `cbor:"1,keyasint"`
@@ -78,6 +106,8 @@ type UserAddResp struct {
 	Cert []byte `cbor:"1,keyasint"`
 	Key  []byte `cbor:"2,keyasint,omitempty"`
 	CA   []byte `cbor:"3,keyasint"`
+	// Controllers are the domain's live controllers, for the bundle.
+	Controllers []string `cbor:"4,keyasint,omitempty"`
 }
 
 // UserInfo describes a user.

@@ -65,6 +65,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpACLSet:        {func() any { return &ACLSetReq{} }, func() any { return &Empty{} }},
 	OpWatch:         {func() any { return &Empty{} }, func() any { return &Revocation{} }},
 	OpWhoAmI:        {func() any { return &Empty{} }, func() any { return &WhoAmIResp{} }},
+	OpStatus:        {func() any { return &Empty{} }, func() any { return &StatusResp{} }},
 }
 
 func TestEveryOpIsFuzzed(t *testing.T) {

@@ -88,6 +88,7 @@ const (
 	OpACLSet        Op = 110 // ACLSetReq -> Empty
 	OpWatch         Op = 111 // Empty -> stream of Notify(Revocation), shares only
 	OpWhoAmI        Op = 112 // Empty -> WhoAmIResp
+	OpStatus        Op = 113 // Empty -> StatusResp, administrators only
 )
 
 var opNames = map[Op]string{
@@ -100,7 +101,7 @@ var opNames = map[Op]string{
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
-	OpWatch: "watch", OpWhoAmI: "whoami",
+	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status",
 }
 
 func (o Op) String() string {
@@ -117,7 +118,7 @@ func (o Op) Idempotent() bool {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn,
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
-		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI:
+		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus:
 		return true
 	}
 	return false

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/store"
 )
@@ -132,6 +133,105 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		v, _ := s.Get(ctx, "n")
 		if string(v) != strconv.Itoa(workers*each) {
 			t.Fatalf("counter = %s, want %d", v, workers*each)
+		}
+	})
+	t.Run("Watch", func(t *testing.T) {
+		s := open(t)
+		s.Put(ctx, "acl/before", []byte("0"))
+		wctx, cancel := context.WithCancel(ctx)
+		ch := s.Watch(wctx, "acl/")
+		s.Put(ctx, "acl/a", []byte("1"))
+		s.Put(ctx, "user/x", []byte("not watched"))
+		s.CompareAndSwap(ctx, "acl/a", []byte("1"), []byte("2"))
+		s.Delete(ctx, "acl/before")
+		s.CompareAndSwap(ctx, "acl/a", []byte("2"), nil)
+		want := []store.Event{{Key: "acl/a", Value: []byte("1")}, {Key: "acl/a", Value: []byte("2")},
+			{Key: "acl/before", Deleted: true}, {Key: "acl/a", Deleted: true}}
+		for i, w := range want {
+			got, ok := next(t, ch)
+			if !ok {
+				t.Fatalf("the watch ended after %d of %d changes", i, len(want))
+			}
+			if got.Key != w.Key || got.Deleted != w.Deleted || (!w.Deleted && string(got.Value) != string(w.Value)) {
+				t.Fatalf("change %d: %+v, want %+v", i, got, w)
+			}
+		}
+		cancel()
+		for range ch { // closed once its context ends
+		}
+	})
+}
+
+// next waits (up to 10 s) for the next change on ch.
+func next(t *testing.T, ch <-chan store.Event) (store.Event, bool) {
+	t.Helper()
+	select {
+	case e, ok := <-ch:
+		return e, ok
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change came through the watch in 10 s")
+		return store.Event{}, false
+	}
+}
+
+// RunShared runs what holds for engines that several processes share (etcd):
+// open returns two handles on one fresh store, as two controllers hold.
+func RunShared(t *testing.T, open func(t *testing.T) (a, b store.Store)) {
+	ctx := context.Background()
+	t.Run("OneWinnerAcrossHandles", func(t *testing.T) {
+		a, b := open(t)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, s := range []store.Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.CompareAndSwap(ctx, "mount/x", nil, []byte(strconv.Itoa(i)))
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			if err == nil {
+				won++
+			} else if !errors.Is(err, store.ErrConflict) {
+				t.Fatal(err)
+			}
+		}
+		va, _ := a.Get(ctx, "mount/x")
+		vb, _ := b.Get(ctx, "mount/x")
+		if won != 1 || string(va) != string(vb) {
+			t.Fatalf("%d winners; the handles read %q and %q", won, va, vb)
+		}
+	})
+	t.Run("WatchSeesTheOtherHandle", func(t *testing.T) {
+		a, b := open(t)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ch := a.Watch(wctx, "revoked/")
+		time.Sleep(100 * time.Millisecond) // the watch is registered with the server
+		b.Put(ctx, "revoked/bob", []byte("r"))
+		e, ok := next(t, ch)
+		if !ok || e.Key != "revoked/bob" || string(e.Value) != "r" {
+			t.Fatalf("watch through one handle saw %+v (%v) for a put through the other", e, ok)
+		}
+	})
+	t.Run("ListManyIsOneSnapshot", func(t *testing.T) {
+		a, _ := open(t)
+		const n = 1500 // more than one page
+		for i := range n {
+			if err := a.Put(ctx, fmt.Sprintf("user/u%05d", i), []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kvs, err := a.List(ctx, "user/")
+		if err != nil || len(kvs) != n {
+			t.Fatalf("listed %d of %d (%v)", len(kvs), n, err)
+		}
+		for i, kv := range kvs {
+			if kv.Key != fmt.Sprintf("user/u%05d", i) {
+				t.Fatalf("key %d is %s", i, kv.Key)
+			}
 		}
 	})
 }

@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+var (
+	descCtrlLive = prometheus.NewDesc("pando_controller_live",
+		"1 for each controller of the domain that recorded a heartbeat in the last 15 s, 0 for one that has not.", []string{"controller"}, nil)
+	descStoreUp = prometheus.NewDesc("pando_store_member_up",
+		"1 for each member of the store's cluster that answers this controller, 0 for one that does not (one embedded member for bbolt).", []string{"member"}, nil)
+	descStoreLeader = prometheus.NewDesc("pando_store_member_leader",
+		"1 for the member of the store's cluster that leads.", []string{"member"}, nil)
+	descShareOnline = prometheus.NewDesc("pando_share_online",
+		"1 for each registered share that watches a controller of the domain, 0 for one that does not.", []string{"share"}, nil)
+)
+
+// collector exposes what pando status shows, from this controller.
+type collector struct{ c *Controller }
+
+func (m collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCtrlLive, descStoreUp, descStoreLeader, descShareOnline} {
+		ch <- d
+	}
+}
+
+func (m collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := m.c.health(ctx)
+	if err != nil {
+		return
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, c := range st.Controllers {
+		ch <- prometheus.MustNewConstMetric(descCtrlLive, prometheus.GaugeValue, b(c.Live), c.Addr)
+	}
+	if st.StoreKind == "bbolt" {
+		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, 1, "bbolt")
+		ch <- prometheus.MustNewConstMetric(descStoreLeader, prometheus.GaugeValue, 1, "bbolt")
+	}
+	for _, s := range st.Store {
+		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, b(s.Up), s.Name)
+		ch <- prometheus.MustNewConstMetric(descStoreLeader, prometheus.GaugeValue, b(s.Leader), s.Name)
+	}
+	for _, s := range st.Shares {
+		ch <- prometheus.MustNewConstMetric(descShareOnline, prometheus.GaugeValue, b(s.Online), s.Name)
+	}
+}
+
+// ServeMetrics serves /metrics on addr until the controller closes.
+func (c *Controller) ServeMetrics(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{c})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	go func() {
+		<-c.done
+		srv.Close()
+	}()
+	return ln.Addr(), nil
+}
