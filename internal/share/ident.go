@@ -24,9 +24,9 @@ import (
 // a share that does not keeps it in user.pando.owner, which only regular
 // files and directories carry: its other entries show no owner.
 //
-// The record also keeps a directory's setgid bit (security rule 5 keeps
-// it from the real directory): it is shown, and the mount gives the
-// directory's group to what is made in it.
+// The record also keeps a directory's setuid and setgid bits (security
+// rule 5 keeps them from the real directory): they are shown, and the
+// mount gives a setgid directory's group to what is made in it.
 //
 // What a client may claim: a new entry's owner is its principal or a
 // local id ("#N", a user of the client's host); another principal needs
@@ -44,13 +44,19 @@ var ownerXattr = func() string {
 // ident is what ownerXattr holds.
 type ident struct {
 	owner, group string // "" for none
-	setgid       bool   // a directory's setgid bit, shown
+	setid        uint32 // a directory's setuid and setgid bits, shown
 }
 
 func (id ident) encode() []byte {
-	flags, o, g := "-", id.owner, id.group
-	if id.setgid {
-		flags = "g"
+	flags, o, g := "", id.owner, id.group
+	if id.setid&syscall.S_ISUID != 0 {
+		flags += "u"
+	}
+	if id.setid&syscall.S_ISGID != 0 {
+		flags += "g"
+	}
+	if flags == "" {
+		flags = "-"
 	}
 	if o == "" {
 		o = "-"
@@ -63,10 +69,21 @@ func (id ident) encode() []byte {
 
 func decodeIdent(b []byte) (ident, bool) {
 	f := strings.Split(string(b), " ")
-	if len(f) != 4 || f[0] != "1" || f[1] != "-" && f[1] != "g" {
+	if len(f) != 4 || f[0] != "1" {
 		return ident{}, false
 	}
-	id := ident{setgid: f[1] == "g"}
+	var id ident
+	switch f[1] {
+	case "-":
+	case "u":
+		id.setid = syscall.S_ISUID
+	case "g":
+		id.setid = syscall.S_ISGID
+	case "ug":
+		id.setid = syscall.S_ISUID | syscall.S_ISGID
+	default:
+		return ident{}, false
+	}
 	for i, v := range []*string{&id.owner, &id.group} {
 		s := f[2+i]
 		if s == "-" {

@@ -16,7 +16,7 @@ import (
 // as the real file's owner; a claim of another principal's name, a chown
 // to another owner and a chgrp of a file the principal does not own are
 // refused without the administer right, with nothing changed; with it
-// they stick; a directory's setgid bit is kept as a record.
+// they stick; a directory's setuid and setgid bits are kept as a record.
 func TestOwnerRecord(t *testing.T) {
 	root := t.TempDir()
 	rw := auth.All &^ auth.Admin
@@ -94,13 +94,13 @@ func TestOwnerRecord(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(root, "adm/s"), &st); err != nil || st.Mode&syscall.S_ISGID != 0 {
 		t.Errorf("the share's directory has mode %o (%v): a setgid bit from a client", st.Mode, err)
 	}
-	if err := serveAs(t, s, sc, wire.OpSetAttr, wire.SetAttrReq{Tok: 1, Path: "adm/s", Valid: wire.SetOwner | wire.SetGroup | wire.SetMode, Owner: "#0", Group: "#0", Mode: 0o755}, &a); err != nil {
+	if err := serveAs(t, s, sc, wire.OpSetAttr, wire.SetAttrReq{Tok: 1, Path: "adm/s", Valid: wire.SetOwner | wire.SetGroup | wire.SetMode, Owner: "#0", Group: "#0", Mode: 0o6755}, &a); err != nil {
 		t.Fatalf("chown with the administer right: %v", err)
 	}
-	if a.Attr.Owner != "#0" || a.Attr.Group != "#0" || a.Attr.Mode != syscall.S_IFDIR|0o755 {
-		t.Errorf("after chown #0:#0 and chmod 755: %q:%q %o", a.Attr.Owner, a.Attr.Group, a.Attr.Mode)
+	if a.Attr.Owner != "#0" || a.Attr.Group != "#0" || a.Attr.Mode != syscall.S_IFDIR|0o6755 {
+		t.Errorf("after chown #0:#0 and chmod 6755: %q:%q %o", a.Attr.Owner, a.Attr.Group, a.Attr.Mode)
 	}
-	if err := syscall.Stat(filepath.Join(root, "adm/s"), &st); err != nil || st.Uid == 0 && os.Geteuid() == 0 {
+	if err := syscall.Stat(filepath.Join(root, "adm/s"), &st); err != nil || st.Uid == 0 && os.Geteuid() == 0 || st.Mode&0o7777 != 0o755 {
 		t.Errorf("chown #0 made the share's directory root's (%v)", err)
 	}
 	// Hostile names are refused.
@@ -114,13 +114,13 @@ func TestOwnerRecord(t *testing.T) {
 }
 
 func TestIdentRecord(t *testing.T) {
-	for _, id := range []ident{{}, {owner: "a@b"}, {group: "#3", setgid: true}, {owner: "#0", group: "g@d"}} {
+	for _, id := range []ident{{}, {owner: "a@b"}, {group: "#3", setid: syscall.S_ISGID}, {setid: syscall.S_ISUID | syscall.S_ISGID}, {owner: "x", setid: syscall.S_ISUID}, {owner: "#0", group: "g@d"}} {
 		got, ok := decodeIdent(id.encode())
 		if !ok || got != id {
 			t.Errorf("%+v: decoded as %+v, %v", id, got, ok)
 		}
 	}
-	for _, bad := range []string{"", "1 - a", "2 - a b", "1 x a b", "1 - #x b", "1 - a b c"} {
+	for _, bad := range []string{"", "1 - a", "2 - a b", "1 x a b", "1 gu a b", "1 - #x b", "1 - a b c"} {
 		if _, ok := decodeIdent([]byte(bad)); ok {
 			t.Errorf("%q decodes", bad)
 		}

@@ -103,7 +103,9 @@ func (s *Server) own(rel string, mode, rdev uint32, id ident) error {
 				return err
 			}
 		}
-		id.setgid = st.Mode&syscall.S_IFMT == syscall.S_IFDIR && mode&syscall.S_ISGID != 0 && !s.cfg.AllowSetID
+		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR && !s.cfg.AllowSetID {
+			id.setid = mode & (syscall.S_ISUID | syscall.S_ISGID)
+		}
 		if err := writeIdent(p, st, id); err != nil && !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, syscall.EACCES) {
 			// A file system without extended attributes keeps no
 			// owner, nor does a share not running as root for a file

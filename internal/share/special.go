@@ -72,8 +72,8 @@ func shown(st *unix.Stat_t, get getter) wire.Attr {
 	a := attrOf(st)
 	id := readIdent(st, get)
 	a.Owner, a.Group = id.owner, id.group
-	if id.setgid && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		a.Mode |= syscall.S_ISGID
+	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		a.Mode |= id.setid
 	}
 	if !marked(st) {
 		return a
@@ -137,10 +137,11 @@ func (s *Server) setMode(p string, st *unix.Stat_t, mode, rdev uint32) error {
 		return nil
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR && !s.cfg.AllowSetID && keepsIdent(st.Mode) {
-		// A directory's setgid bit is kept in its owner record.
+		// A directory's setuid and setgid bits are kept in its owner
+		// record.
 		id := readIdent(st, pathGetter(p))
-		if want := mode&syscall.S_ISGID != 0; id.setgid != want {
-			id.setgid = want
+		if want := mode & (syscall.S_ISUID | syscall.S_ISGID); id.setid != want {
+			id.setid = want
 			if err := writeIdent(p, st, id); err != nil {
 				return err
 			}

@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOwnership: through a mount lent to local uids, files have owners
+// and groups: what a local user makes is theirs, root's chown sticks
+// (kept at the share as a record, never as the share's real owner), and
+// the kernel applies POSIX's rules to every caller over them. Uid 65534
+// may not truncate, chmod, chown, rename or unlink in a sticky directory
+// what is not its own, and nothing changes at the share when it tries; it
+// may do all that to its own file. A setgid directory gives its group to
+// what is made in it.
+func TestOwnership(t *testing.T) {
+	needRoot(t)
+	bin := workerBin(t)
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	a := mountAgent(t, d.admin, "--lend-to", "65534,65533")
+	openToOthers(t, a.dir)
+	dir := filepath.Join(a.dir, "uva", "alpha")
+	nobody := localUser{name: "nobody", uid: 65534, gid: 65534}
+	other := localUser{name: "uid 65533", uid: 65533, gid: 65533}
+	owner := func(p string) (uint32, uint32, uint32) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid, st.Gid, st.Mode
+	}
+
+	// Root's files, and a file of 65533's, in a sticky directory.
+	st := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(st, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(st, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"roots", "others"} {
+		if err := os.WriteFile(filepath.Join(st, n), []byte("the content of "+n+"\n"), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(st, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(st, "rootdir"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(st, "others"), 65533, 65533); err != nil {
+		t.Fatalf("root's chown: %v", err)
+	}
+	if u, g, _ := owner(filepath.Join(st, "others")); u != 65533 || g != 65533 {
+		t.Errorf("after chown 65533:65533 the file shows %d:%d", u, g)
+	}
+	if u, g, m := owner(st); u != 0 || g != 0 || m&0o7777 != 0o1777 {
+		t.Errorf("root's sticky directory shows %d:%d %o", u, g, m)
+	}
+	var real unix.Stat_t
+	if err := unix.Lstat(filepath.Join(root, "tmp/others"), &real); err != nil {
+		t.Fatal(err)
+	}
+	if real.Uid == 65533 || real.Uid == 0 {
+		t.Errorf("the share's file has the uid %d: a client's chown reached its real owner", real.Uid)
+	}
+
+	before := shareTree(t, root)
+	for _, f := range []string{"roots", "others"} {
+		p := filepath.Join(st, f)
+		nobody.expect(t, bin, "EACCES", userOp{Op: "truncate", Path: p}, userOp{Op: "write", Path: p})
+		nobody.expect(t, bin, "EPERM", userOp{Op: "chmod", Path: p}, userOp{Op: "chown", Path: p, Path2: "65534:65534"},
+			userOp{Op: "chown", Path: p, Path2: "-1:65534"}, userOp{Op: "utimes", Path: p},
+			userOp{Op: "rename", Path: p, Path2: filepath.Join(st, "mine")}, userOp{Op: "remove", Path: p})
+	}
+	nobody.expect(t, bin, "EPERM", userOp{Op: "rmdir", Path: filepath.Join(st, "rootdir")},
+		userOp{Op: "rename", Path: filepath.Join(st, "rootdir"), Path2: filepath.Join(st, "x")})
+	other.expect(t, bin, "EPERM", userOp{Op: "chown", Path: filepath.Join(st, "others"), Path2: "65534:65533"})
+	sameTree(t, "after uid 65534's attempts in a sticky directory", before, shareTree(t, root))
+	for _, f := range []string{"roots", "others"} {
+		if b, err := os.ReadFile(filepath.Join(st, f)); err != nil || string(b) != "the content of "+f+"\n" {
+			t.Errorf("%s after the attempts: %q, %v", f, b, err)
+		}
+	}
+
+	// Its own file: everything, and it shows as its own.
+	mine := filepath.Join(st, "mine")
+	nobody.expect(t, bin, "", userOp{Op: "create", Path: mine})
+	if u, g, _ := owner(mine); u != 65534 || g != 65534 {
+		t.Errorf("a file uid 65534 made shows %d:%d", u, g)
+	}
+	nobody.expect(t, bin, "", userOp{Op: "write", Path: mine}, userOp{Op: "truncate", Path: mine},
+		userOp{Op: "chown", Path: mine, Path2: "-1:65534"}, userOp{Op: "chmod", Path: mine},
+		userOp{Op: "rename", Path: mine, Path2: mine + "2"}, userOp{Op: "remove", Path: mine + "2"})
+	// 65533 may not unlink 65534's file there either.
+	nobody.expect(t, bin, "", userOp{Op: "create", Path: mine})
+	other.expect(t, bin, "EPERM", userOp{Op: "remove", Path: mine})
+	if _, err := os.Lstat(mine); err != nil {
+		t.Errorf("65534's file after 65533 tried to remove it: %v", err)
+	}
+
+	// A setgid directory gives its group to what is made in it.
+	sg := filepath.Join(dir, "sg")
+	if err := os.Mkdir(sg, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(sg, 65534, 65533); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(sg, 0o2777); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, m := owner(sg); m&syscall.S_ISGID == 0 {
+		t.Errorf("a directory chmod 2777 shows %o", m&0o7777)
+	}
+	if err := os.WriteFile(filepath.Join(sg, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(sg, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if u, g, _ := owner(filepath.Join(sg, "f")); u != 0 || g != 65533 {
+		t.Errorf("root's file in a setgid directory of group 65533 shows %d:%d", u, g)
+	}
+	if _, g, m := owner(filepath.Join(sg, "d")); g != 65533 || m&syscall.S_ISGID == 0 {
+		t.Errorf("a directory made in a setgid directory shows group %d mode %o", g, m&0o7777)
+	}
+	if err := unix.Lstat(filepath.Join(root, "sg"), &real); err != nil || real.Mode&syscall.S_ISGID != 0 {
+		t.Errorf("the share's directory has mode %o (%v): a setgid bit from a client", real.Mode, err)
+	}
+}
+
+// TestLentSizeWhileWriting: on a lent mount every access is a lookup (the
+// kernel keeps no entries); a lookup of a file a program is writing
+// (close mode: nothing sent yet) answers its local size, not the share's,
+// so that a stat shows what was written and a read after an unlink of the
+// open file reads it (pjdfstest unlink/14.t).
+func TestLentSizeWhileWriting(t *testing.T) {
+	needRoot(t)
+	d := newDomain(t, "uva")
+	d.addShare("alpha")
+	a := mountAgent(t, d.admin, "--lend-to", "65534")
+	p := filepath.Join(a.dir, "uva/alpha", "f")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(p, unix.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	msg := []byte("Hello, World!")
+	if _, err := unix.Pwrite(fd, msg, 0); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil || st.Size != int64(len(msg)) {
+		t.Errorf("stat of the file being written: size %d (%v), want %d", st.Size, err, len(msg))
+	}
+	if err := unix.Unlink(p); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil || string(buf[:n]) != string(msg) {
+		t.Errorf("read of the open file after its unlink: %q, %v", buf[:n], err)
+	}
+}
