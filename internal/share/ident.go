@@ -24,9 +24,11 @@ import (
 // a share that does not keeps it in user.pando.owner, which only regular
 // files and directories carry: its other entries show no owner.
 //
-// The record also keeps a directory's setuid and setgid bits (security
-// rule 5 keeps them from the real directory): they are shown, and the
-// mount gives a setgid directory's group to what is made in it.
+// The record also keeps the setuid and setgid bits of a directory, a FIFO
+// or a socket (security rule 5 keeps them from the real entry; a regular
+// file's and a device's are kept in metaXattr, special.go): they are
+// shown, and the mount gives a setgid directory's group to what is made
+// in it.
 //
 // What a client may claim: a new entry's owner is its principal or a
 // local id ("#N", a user of the client's host); another principal needs
@@ -44,7 +46,7 @@ var ownerXattr = func() string {
 // ident is what ownerXattr holds.
 type ident struct {
 	owner, group string // "" for none
-	setid        uint32 // a directory's setuid and setgid bits, shown
+	setid        uint32 // setuid and setgid bits shown (see setidKept)
 }
 
 func (id ident) encode() []byte {
@@ -100,6 +102,16 @@ func decodeIdent(b []byte) (ident, bool) {
 // keepsIdent reports whether an entry of this mode can carry ownerXattr.
 func keepsIdent(mode uint32) bool {
 	return strings.HasPrefix(ownerXattr, "trusted.") || carriesXattrs(mode)
+}
+
+// setidKept reports whether an entry of this mode (at the share) has its
+// setuid and setgid bits kept in its owner record.
+func setidKept(mode uint32) bool {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR, syscall.S_IFIFO, syscall.S_IFSOCK:
+		return true
+	}
+	return false
 }
 
 // getter reads an extended attribute of one file into buf.

@@ -103,7 +103,7 @@ func (s *Server) own(rel string, mode, rdev uint32, id ident) error {
 				return err
 			}
 		}
-		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR && !s.cfg.AllowSetID {
+		if setidKept(st.Mode) && !s.cfg.AllowSetID {
 			id.setid = mode & (syscall.S_ISUID | syscall.S_ISGID)
 		}
 		if err := writeIdent(p, st, id); err != nil && !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, syscall.EACCES) {

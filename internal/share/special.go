@@ -72,7 +72,7 @@ func shown(st *unix.Stat_t, get getter) wire.Attr {
 	a := attrOf(st)
 	id := readIdent(st, get)
 	a.Owner, a.Group = id.owner, id.group
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+	if setidKept(st.Mode) {
 		a.Mode |= id.setid
 	}
 	if !marked(st) {
@@ -136,9 +136,9 @@ func (s *Server) setMode(p string, st *unix.Stat_t, mode, rdev uint32) error {
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return nil
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR && !s.cfg.AllowSetID && keepsIdent(st.Mode) {
-		// A directory's setuid and setgid bits are kept in its owner
-		// record.
+	if setidKept(st.Mode) && !s.cfg.AllowSetID && keepsIdent(st.Mode) {
+		// The setuid and setgid bits of a directory, a FIFO or a socket
+		// are kept in its owner record.
 		id := readIdent(st, pathGetter(p))
 		if want := mode & (syscall.S_ISUID | syscall.S_ISGID); id.setid != want {
 			id.setid = want
