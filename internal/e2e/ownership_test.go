@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -171,5 +173,40 @@ func TestLentSizeWhileWriting(t *testing.T) {
 	n, err := unix.Pread(fd, buf, 0)
 	if err != nil || string(buf[:n]) != string(msg) {
 		t.Errorf("read of the open file after its unlink: %q, %v", buf[:n], err)
+	}
+}
+
+// TestSetIDClearedOnWrite: a write by another local user clears a file's
+// setuid and setgid bits, as Linux does, and the mount shows it at once,
+// under write-back too, where the data is kept back after the close
+// (pjdfstest chmod/12.t).
+func TestSetIDClearedOnWrite(t *testing.T) {
+	needRoot(t)
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	for _, mode := range [][]string{nil, {"--consistency", "callback", "--write", "back"}} {
+		a := mountAgent(t, d.admin, append(mode, "--lend-to", "65534")...)
+		openToOthers(t, a.dir)
+		name := "f" + strconv.Itoa(len(mode))
+		p := filepath.Join(a.dir, "uva/alpha", name)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Chmod(p, 0o6777); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", `printf x > "$1"`, "sh", p)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: uid 65534 writes: %v: %s", mode, err, out)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil || st.Mode&0o7777 != 0o777 || st.Size != 1 {
+			t.Errorf("%v: after a write by another user the file shows mode %o size %d (%v), want 777 and 1", mode, st.Mode&0o7777, st.Size, err)
+		}
+		a.unmount(t) // the kept back data reaches the share
+		if err := unix.Lstat(filepath.Join(root, name), &st); err != nil || st.Mode&0o7777 != 0o777 {
+			t.Errorf("%v: the share's file has mode %o (%v), want 777", mode, st.Mode&0o7777, err)
+		}
 	}
 }
