@@ -103,6 +103,21 @@ func TestOwnerRecord(t *testing.T) {
 	if err := syscall.Stat(filepath.Join(root, "adm/s"), &st); err != nil || st.Uid == 0 && os.Geteuid() == 0 || st.Mode&0o7777 != 0o755 {
 		t.Errorf("chown #0 made the share's directory root's (%v)", err)
 	}
+	// No client reads or writes the record itself.
+	for _, name := range []string{wire.XattrShareOwner, "trusted.pando.owner"} {
+		before := getattr("d/f")
+		err := serveAs(t, s, sc, wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "d/f", Name: name, Value: []byte("1 - admin@fuzz -")}, nil)
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.CodeNotSupp {
+			t.Errorf("setxattr %s: %v, want EOPNOTSUPP", name, err)
+		}
+		if err := serveAs(t, s, sc, wire.OpGetXattr, wire.XattrReq{Tok: 1, Path: "d/f", Name: name}, nil); !errors.As(err, &we) || we.Code != wire.CodeNotSupp {
+			t.Errorf("getxattr %s: %v, want EOPNOTSUPP", name, err)
+		}
+		if after := getattr("d/f"); after != before {
+			t.Errorf("a refused setxattr %s changed %+v to %+v", name, before, after)
+		}
+	}
 	// Hostile names are refused.
 	for _, bad := range []string{"a b", "#x", "#-1", "#4294967295", string(make([]byte, 300))} {
 		err := serveAs(t, s, sc, wire.OpSetAttr, wire.SetAttrReq{Tok: 1, Path: "adm/s", Valid: wire.SetOwner, Owner: bad}, nil)
