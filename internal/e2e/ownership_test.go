@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,5 +209,67 @@ func TestSetIDClearedOnWrite(t *testing.T) {
 		if err := unix.Lstat(filepath.Join(root, name), &st); err != nil || st.Mode&0o7777 != 0o777 {
 			t.Errorf("%v: the share's file has mode %o (%v), want 777", mode, st.Mode&0o7777, err)
 		}
+	}
+}
+
+// TestOwnershipAcrossPrincipals: a file alice makes through her mount is
+// hers: her agent shows it as its own uid, another agent as the local
+// user it maps alice to (--map-user), or as nobody (--nobody) when it maps
+// her to no one. Alice, without the administer right, may not give her
+// file away (EPERM, nothing changed) but may change its group; the
+// administrator may give it to anyone.
+func TestOwnershipAcrossPrincipals(t *testing.T) {
+	needRoot(t)
+	d := newDomain(t, "uva")
+	root := d.addShare("alpha")
+	alice := d.addUser("alice")
+	d.pando(d.admin, "acl", "set", "/uva/alpha", "alice", "rlidwk").ok()
+	am := mountAgent(t, alice)
+	// Strict: each stat asks the share, which the other mounts change.
+	mapped := mountAgent(t, d.admin, "--consistency", "strict", "--map-user", "alice@uva=65533", "--nobody", "65000:65001")
+	unmapped := mountAgent(t, d.admin, "--consistency", "strict")
+	owner := func(dir, name string) (uint32, uint32) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(dir, "uva/alpha", name), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid, st.Gid
+	}
+	if err := os.WriteFile(filepath.Join(am.dir, "uva/alpha", "hers"), []byte("alice's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := owner(am.dir, "hers"); u != 0 {
+		t.Errorf("alice's file through her own agent shows uid %d, want its own 0", u)
+	}
+	if u, _ := owner(mapped.dir, "hers"); u != 65533 {
+		t.Errorf("alice's file through an agent mapping alice@uva=65533 shows uid %d", u)
+	}
+	// Its group is #0, root's gid on alice's host.
+	if u, g := owner(unmapped.dir, "hers"); u != 65534 || g != 0 {
+		t.Errorf("alice's file through an agent that maps her to no one shows %d:%d, want nobody's uid and 0", u, g)
+	}
+	if u, _ := owner(mapped.dir, "hers"); u != 65533 {
+		t.Errorf("alice's file through an agent that maps her to 65533 shows uid %d", u)
+	}
+	before := shareTree(t, root)
+	if err := os.Chown(filepath.Join(am.dir, "uva/alpha", "hers"), 65533, -1); !errors.Is(err, syscall.EPERM) {
+		t.Errorf("alice gives her file away without the administer right: %v, want EPERM", err)
+	}
+	sameTree(t, "after alice's refused chown", before, shareTree(t, root))
+	if u, _ := owner(unmapped.dir, "hers"); u != 65534 {
+		t.Errorf("after alice's refused chown her file shows uid %d elsewhere", u)
+	}
+	if err := os.Chown(filepath.Join(am.dir, "uva/alpha", "hers"), -1, 100); err != nil {
+		t.Errorf("alice changes the group of her own file: %v", err)
+	}
+	if _, g := owner(unmapped.dir, "hers"); g != 100 {
+		t.Errorf("after alice's chgrp to 100 the file shows gid %d elsewhere", g)
+	}
+	if err := os.Chown(filepath.Join(unmapped.dir, "uva/alpha", "hers"), 4242, 4343); err != nil {
+		t.Errorf("the administrator's chown: %v", err)
+	}
+	if u, g := owner(mapped.dir, "hers"); u != 4242 || g != 4343 {
+		t.Errorf("after the administrator's chown 4242:4343 the file shows %d:%d", u, g)
 	}
 }
