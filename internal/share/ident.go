@@ -169,8 +169,11 @@ func claim(t *auth.Token, rel, owner, group string) (ident, error) {
 }
 
 // chownAsked applies a client's chown or chgrp (r.Valid's SetOwner,
-// SetGroup) to rel under the rules above.
+// SetGroup), if it asks one, to rel under the rules above.
 func (s *Server) chownAsked(t *auth.Token, rel string, r wire.SetAttrReq) error {
+	if r.Valid&(wire.SetOwner|wire.SetGroup) == 0 {
+		return nil
+	}
 	return s.tree.atPath(rel, true, func(p string, _ int, st *unix.Stat_t) error {
 		if !keepsIdent(st.Mode) {
 			return &wire.Error{Code: wire.CodePerm, Paths: []string{rel},

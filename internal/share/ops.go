@@ -185,11 +185,9 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	var who ident
-	if created {
-		if who, err = claim(t, rel, r.Owner, r.Group); err != nil {
-			return rpc.Reply{}, err
-		}
+	who, err := claim(t, rel, r.Owner, r.Group)
+	if err != nil && created {
+		return rpc.Reply{}, err
 	}
 	id := invSessionOf(req)
 	if r.Flags&wire.OpenTrunc != 0 && s.inv.delegCount.Load() > 0 {
@@ -545,10 +543,8 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, err
 	}
 	before, berr := s.lstat(rel)
-	if r.Valid&(wire.SetOwner|wire.SetGroup) != 0 {
-		if err := s.chownAsked(t, rel, r); err != nil {
-			return rpc.Reply{}, toWire(req.Op, rel, err)
-		}
+	if err := s.chownAsked(t, rel, r); err != nil {
+		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	if r.Valid&wire.SetMode != 0 {
 		if err := s.chmodAsked(rel, r.Mode); err != nil {
