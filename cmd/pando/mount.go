@@ -28,6 +28,8 @@ type mountFlags struct {
 	debug, noPassthrough                   bool
 	metrics                                string
 	lendTo                                 []string
+	mapUser, mapGroup                      []string
+	nobody                                 string
 }
 
 func (f *mountFlags) add(cmd *cobra.Command) {
@@ -44,6 +46,9 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
 	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security.md)")
+	cmd.Flags().StringArrayVar(&f.mapUser, "map-user", nil, "show the files of a principal as a local user's, e.g. alice@uva=alice (repeatable); the agent's own principal is always the user running it (see docs/posix.md)")
+	cmd.Flags().StringArrayVar(&f.mapGroup, "map-group", nil, "show the files of a grid group as a local group's, e.g. staff@uva=staff (repeatable)")
+	cmd.Flags().StringVar(&f.nobody, "nobody", "65534:65534", "local USER[:GROUP] shown for owners and groups with no local id")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
 }
 
@@ -107,6 +112,9 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 	}
 	cfg.VFS.ReadAhead = f.readAhead
 	if cfg.LendTo, err = mount.ParseLendTo(f.lendTo); err != nil {
+		return cfg, cli.Usagef("%v", err)
+	}
+	if cfg.IDMap, err = mount.ParseIDMap(f.mapUser, f.mapGroup, f.nobody); err != nil {
 		return cfg, cli.Usagef("%v", err)
 	}
 	return cfg, nil

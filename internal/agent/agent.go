@@ -43,6 +43,8 @@ type Config struct {
 	NoPassthrough bool
 	// LendTo: see mount.Options.
 	LendTo []uint32
+	// IDMap: see mount.Options.
+	IDMap *mount.IDMap
 }
 
 // Agent is a running agent.
@@ -105,7 +107,7 @@ func Start(cfg Config) (*Agent, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	a.v.Connect(cctx)
 	cancel()
-	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo})
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, IDMap: cfg.IDMap})
 	if err != nil {
 		ch.Close()
 		cl.Close()

@@ -62,8 +62,13 @@ func (c *Client) open(ctx context.Context, op wire.Op, gpath string, flags, mode
 		return nil, err
 	}
 	var resp wire.OpenResp
+	var cr Creator
+	if op == wire.OpCreate {
+		cr = creatorOf(ctx)
+	}
 	data, conn, err := c.call(ctx, loc, op, func(tok uint32) any {
-		return wire.OpenReq{Tok: tok, Path: loc.Rel, Flags: flags, Mode: mode, First: uint32(min(max(first, 0), wire.MaxData))}
+		return wire.OpenReq{Tok: tok, Path: loc.Rel, Flags: flags, Mode: mode, First: uint32(min(max(first, 0), wire.MaxData)),
+			Owner: cr.Owner, Group: cr.Group}
 	}, nil, &resp, nil, nil, false)
 	if err != nil {
 		return nil, named(err, loc)

@@ -270,7 +270,10 @@ func (c *Client) Mkdir(ctx context.Context, gpath string, mode uint32) (wire.Att
 		return wire.Attr{}, err
 	}
 	var resp wire.AttrResp
-	_, _, err = c.call(ctx, loc, wire.OpMkdir, func(tok uint32) any { return wire.MkdirReq{Tok: tok, Path: loc.Rel, Mode: mode} }, nil, &resp, nil, nil, false)
+	cr := creatorOf(ctx)
+	_, _, err = c.call(ctx, loc, wire.OpMkdir, func(tok uint32) any {
+		return wire.MkdirReq{Tok: tok, Path: loc.Rel, Mode: mode, Owner: cr.Owner, Group: cr.Group}
+	}, nil, &resp, nil, nil, false)
 	return resp.Attr, named(err, loc)
 }
 
@@ -282,7 +285,10 @@ func (c *Client) Mknod(ctx context.Context, gpath string, mode, rdev uint32) (wi
 		return wire.Attr{}, err
 	}
 	var resp wire.AttrResp
-	_, _, err = c.call(ctx, loc, wire.OpMknod, func(tok uint32) any { return wire.MknodReq{Tok: tok, Path: loc.Rel, Mode: mode, Rdev: rdev} }, nil, &resp, nil, nil, false)
+	cr := creatorOf(ctx)
+	_, _, err = c.call(ctx, loc, wire.OpMknod, func(tok uint32) any {
+		return wire.MknodReq{Tok: tok, Path: loc.Rel, Mode: mode, Rdev: rdev, Owner: cr.Owner, Group: cr.Group}
+	}, nil, &resp, nil, nil, false)
 	return resp.Attr, named(err, loc)
 }
 
@@ -293,7 +299,10 @@ func (c *Client) Symlink(ctx context.Context, target, gpath string) (wire.Attr, 
 		return wire.Attr{}, err
 	}
 	var resp wire.AttrResp
-	_, _, err = c.call(ctx, loc, wire.OpSymlink, func(tok uint32) any { return wire.SymlinkReq{Tok: tok, Path: loc.Rel, Target: target} }, nil, &resp, nil, nil, false)
+	cr := creatorOf(ctx)
+	_, _, err = c.call(ctx, loc, wire.OpSymlink, func(tok uint32) any {
+		return wire.SymlinkReq{Tok: tok, Path: loc.Rel, Target: target, Owner: cr.Owner, Group: cr.Group}
+	}, nil, &resp, nil, nil, false)
 	return resp.Attr, named(err, loc)
 }
 

@@ -139,6 +139,11 @@ func tryOp(op userOp) (string, error) {
 		return os.Readlink(p)
 	case "chmod":
 		return "", unix.Chmod(p, 0o4755)
+	case "chown": // to Path2, "UID:GID"
+		u, g, _ := strings.Cut(op.Path2, ":")
+		uid, _ := strconv.Atoi(u)
+		gid, _ := strconv.Atoi(g)
+		return "", unix.Lchown(p, uid, gid)
 	case "utimes":
 		return "", unix.UtimesNano(p, []unix.Timespec{{Sec: 1}, {Sec: 1}})
 	case "setxattr":

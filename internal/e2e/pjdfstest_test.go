@@ -29,9 +29,13 @@ var pjdModes = []struct {
 	args   []string
 	subset []string
 }{
-	{"default", nil, nil},
-	{"callback-back", []string{"--consistency", "callback", "--write", "back"}, nil},
+	{"default", []string{"--lend-to", pjdUids}, nil},
+	{"callback-back", []string{"--consistency", "callback", "--write", "back", "--lend-to", pjdUids}, nil},
 }
+
+// pjdUids are the uids pjdfstest's steps run as (its -u and -g): the
+// mount is lent to them, as a mount is to the local users who share it.
+const pjdUids = "65534,65533,65532,65531"
 
 // TestPjdfstest runs the POSIX conformance suite pjdfstest as root in a
 // directory of a mount, in the default mode and under callback with

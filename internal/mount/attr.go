@@ -32,15 +32,10 @@ func synthIno(p string) uint64 {
 	return h.Sum64() | 1<<63
 }
 
-var owner = struct{ uid, gid uint32 }{uint32(os.Geteuid()), uint32(os.Getegid())}
-
-// fillAttr converts share attributes into FUSE attributes. Files show as
-// owned by the user running the agent (root:root when root mounts): the
-// share decides grid access, by the agent's principal. On a mount lent to
-// other uids the kernel checks mode bits against this owner
-// (default_permissions), so a lent uid has the group or other bits of
-// each file, never the owner's.
-func fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
+// fillAttr converts share attributes into FUSE attributes, the owner and
+// group through the mount's ID map (idmap.go). On a mount lent to other
+// uids the kernel checks mode bits against them (default_permissions).
+func (m *Mount) fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
 	out.Ino = ino
 	out.Mode = a.Mode
 	out.Rdev = uint32(a.Rdev)
@@ -52,7 +47,7 @@ func fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
 	out.Atime, out.Atimensec = setTime(a.Atime)
 	out.Mtime, out.Mtimensec = setTime(a.Mtime)
 	out.Ctime, out.Ctimensec = setTime(a.Ctime)
-	out.Uid, out.Gid = owner.uid, owner.gid
+	out.Uid, out.Gid = m.ids.uid(a.Owner), m.ids.gid(a.Owner, a.Group)
 }
 
 // errno translates a vfs error into an errno for the kernel.

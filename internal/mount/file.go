@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wire"
 )
 
 // file is an open file.
@@ -142,6 +143,32 @@ func (f *file) Release(ctx context.Context) syscall.Errno {
 	return f.m.fail("release", f.h.Path(), err)
 }
 
+// openAttr is a, the attributes of p, or those of a file open here on p
+// with data not yet sent (its local size): a lookup or a getattr by path
+// must not tell the kernel the share's size of a file a program is
+// writing (on a lent mount every access is a lookup).
+func (m *Mount) openAttr(ctx context.Context, p string, a wire.Attr) wire.Attr {
+	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return a
+	}
+	var h *vfs.Handle
+	m.mu.Lock()
+	for f := range m.files {
+		if f.h.Path() == p && f.h.Dirty() {
+			h = f.h
+			break
+		}
+	}
+	m.mu.Unlock()
+	if h == nil {
+		return a
+	}
+	if ha, err := h.Getattr(ctx); err == nil && ha.Ino == a.Ino {
+		return ha
+	}
+	return a
+}
+
 // Getattr returns the open file's attributes.
 func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	ctx, done := detach(ctx)
@@ -150,7 +177,7 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	if err != nil {
 		return f.m.fail("fstat", f.h.Path(), err)
 	}
-	fillAttr(&out.Attr, a, f.m.ino(ctx, f.h.Path(), a))
+	f.m.fillAttr(&out.Attr, a, f.m.ino(ctx, f.h.Path(), a))
 	// Under window and immutable, as long as the path's own attributes
 	// may be kept: without a timeout the kernel asks again before every
 	// read of a page-cached file (FUSE's auto_inval_data), and a warm

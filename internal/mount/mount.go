@@ -43,6 +43,7 @@ type Mount struct {
 	smallPids map[uint32]bool
 
 	guard *guard
+	ids   *IDMap
 	// lent: other uids may reach the mount (allow_other); the kernel
 	// keeps no entries (see entryTimeout)
 	lent bool
@@ -76,6 +77,10 @@ type Options struct {
 	// may use the mount, with the agent's principal (see guard.go). With
 	// none, only the agent's own uid may.
 	LendTo []uint32
+	// IDMap shows owners and groups as local ids (idmap.go); nil: the
+	// default, which maps only the agent's principal. Principal, Self and
+	// SelfGroup are filled in.
+	IDMap *IDMap
 }
 
 // Start mounts v at dir. A dead mount left at dir by an agent that died is
@@ -105,6 +110,12 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	}
 	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{}), noPassthrough: opts.NoPassthrough, lent: lent}
 	m.guard = &guard{admit: admit, m: m}
+	ids := IDMap{Nobody: DefaultNobody, NobodyGroup: DefaultNobody}
+	if opts.IDMap != nil {
+		ids = *opts.IDMap
+	}
+	ids.Principal, ids.Self, ids.SelfGroup = v.Client().Principal(), me, uint32(os.Getegid())
+	m.ids = &ids
 	root := &node{m: m}
 	var mountOpts []string
 	if lent {

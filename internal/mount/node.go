@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
 )
@@ -63,12 +64,26 @@ func (n *node) gpath() string {
 
 func (n *node) v() *vfs.FS { return n.m.v }
 
+// asCaller has what ctx makes in directory n belong to the local caller
+// of the request (see IDMap.creator), and reports whether n is setgid.
+func (n *node) asCaller(ctx context.Context) (context.Context, bool) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return ctx, false
+	}
+	dir, err := n.v().GetAttr(ctx, n.gpath())
+	if err != nil {
+		dir = wire.Attr{}
+	}
+	return client.WithCreator(ctx, n.m.ids.creator(c.Uid, c.Gid, dir)), dir.Mode&syscall.S_ISGID != 0
+}
+
 // entry fills out for a child and returns its inode.
 func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.EntryOut) *fs.Inode {
 	ctx, done := detach(ctx)
 	defer done()
 	ino := n.m.ino(ctx, p, a)
-	fillAttr(&out.Attr, a, ino)
+	n.m.fillAttr(&out.Attr, a, ino)
 	out.SetEntryTimeout(n.m.entryTimeout(p))
 	out.SetAttrTimeout(n.v().KernelTimeout(p))
 	child := &node{m: n.m}
@@ -79,6 +94,9 @@ func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.Entry
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx, done := detach(ctx)
 	defer done()
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG // no name of a share is longer
+	}
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().GetAttr(ctx, p)
 	if err != nil {
@@ -88,7 +106,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		}
 		return nil, n.m.fail("lookup", p, err)
 	}
-	return n.entry(ctx, p, a, out), 0
+	return n.entry(ctx, p, n.m.openAttr(ctx, p, a), out), 0
 }
 
 // Getattr returns attributes, through the open file when there is one.
@@ -101,12 +119,14 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if fh := asFile(f); fh != nil {
 		a, err = fh.h.Getattr(ctx)
 	} else {
-		a, err = n.v().GetAttr(ctx, p)
+		if a, err = n.v().GetAttr(ctx, p); err == nil {
+			a = n.m.openAttr(ctx, p, a)
+		}
 	}
 	if err != nil {
 		return n.m.fail("getattr", p, err)
 	}
-	fillAttr(&out.Attr, a, n.StableAttr().Ino)
+	n.m.fillAttr(&out.Attr, a, n.StableAttr().Ino)
 	out.SetTimeout(n.v().KernelTimeout(p))
 	return 0
 }
@@ -141,9 +161,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			return n.m.fail("truncate", p, err)
 		}
 	}
-	if _, ok := in.GetUID(); ok {
-		// Ownership is the share's business: accept and ignore, as
-		// sshfs and NFS with squashing do.
+	// A chown: the kernel has checked POSIX's rules for the caller
+	// (default_permissions), the share checks the principal's.
+	if uid, ok := in.GetUID(); ok {
+		r.Valid |= wire.SetOwner
+		r.Owner = n.m.ids.owner(uid)
+	}
+	if gid, ok := in.GetGID(); ok {
+		r.Valid |= wire.SetGroup
+		r.Group = n.m.ids.group(gid)
 	}
 	if r.Valid != 0 {
 		if a, err = n.v().SetAttr(ctx, p, r); err != nil {
@@ -153,7 +179,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if a.Ino == 0 {
 		return n.Getattr(ctx, f, out)
 	}
-	fillAttr(&out.Attr, a, n.StableAttr().Ino)
+	n.m.fillAttr(&out.Attr, a, n.StableAttr().Ino)
 	out.SetTimeout(n.v().KernelTimeout(p))
 	return 0
 }
@@ -207,6 +233,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	ctx, done := detach(ctx)
 	defer done()
 	p := path.Join(n.gpath(), name)
+	ctx, _ = n.asCaller(ctx)
 	h, a, err := n.v().Create(ctx, p, flags, mode)
 	if err != nil {
 		return nil, nil, 0, n.m.fail("create", p, err)
@@ -222,6 +249,10 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	ctx, done := detach(ctx)
 	defer done()
 	p := path.Join(n.gpath(), name)
+	ctx, sgid := n.asCaller(ctx)
+	if sgid {
+		mode |= syscall.S_ISGID // a directory made in a setgid one is setgid, as Linux has it
+	}
 	a, err := n.v().Mkdir(ctx, p, mode)
 	if err != nil {
 		return nil, n.m.fail("mkdir", p, err)
@@ -265,6 +296,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	ctx, done := detach(ctx)
 	defer done()
 	p := path.Join(n.gpath(), name)
+	ctx, _ = n.asCaller(ctx)
 	a, err := n.v().Mknod(ctx, p, mode, dev)
 	if err != nil {
 		return nil, n.m.fail("mknod", p, err)
@@ -277,6 +309,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	ctx, done := detach(ctx)
 	defer done()
 	p := path.Join(n.gpath(), name)
+	ctx, _ = n.asCaller(ctx)
 	a, err := n.v().Symlink(ctx, target, p)
 	if err != nil {
 		return nil, n.m.fail("symlink", p, err)

@@ -181,7 +181,12 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 			return rpc.Reply{}, toWire(req.Op, rel, fs.ErrExist)
 		}
 	}
-	if _, err := s.allowReached(req, r.Tok, r.Path, rel, need); err != nil {
+	t, err := s.allowReached(req, r.Tok, r.Path, rel, need)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	who, err := claim(t, rel, r.Owner, r.Group)
+	if err != nil && created {
 		return rpc.Reply{}, err
 	}
 	id := invSessionOf(req)
@@ -206,7 +211,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	undo := func() { gate(); reserved() }
 	f, err := s.tree.openFile(rel, osFlags, s.realMode(syscall.S_IFREG|r.Mode&0o7777))
 	if err == nil && created {
-		if err = s.own(rel, syscall.S_IFREG|r.Mode&0o7777, 0); err != nil {
+		if err = s.own(rel, syscall.S_IFREG|r.Mode&0o7777, 0, who); err != nil {
 			f.Close()
 		}
 	}
@@ -472,7 +477,7 @@ func (s *Server) mkdir(req *rpc.Request) (rpc.Reply, error) {
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	return s.newEntry(req, r.Tok, r.Path, syscall.S_IFDIR|r.Mode&0o7777, 0, func(rel string) error { return s.tree.mkdir(rel, s.safeMode(r.Mode)) })
+	return s.newEntry(req, r.Tok, r.Path, syscall.S_IFDIR|r.Mode&0o7777, 0, r.Owner, r.Group, func(rel string) error { return s.tree.mkdir(rel, s.safeMode(r.Mode)) })
 }
 
 // mknod makes a FIFO, a socket or an empty regular file. Devices are
@@ -492,7 +497,7 @@ func (s *Server) mknod(req *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "mknod: mode %#o is no FIFO, socket, device or regular file", r.Mode)
 	}
 	mode := r.Mode&syscall.S_IFMT | r.Mode&0o7777
-	return s.newEntry(req, r.Tok, r.Path, mode, r.Rdev, func(rel string) error { return s.tree.mknod(rel, real) })
+	return s.newEntry(req, r.Tok, r.Path, mode, r.Rdev, r.Owner, r.Group, func(rel string) error { return s.tree.mknod(rel, real) })
 }
 
 func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
@@ -503,23 +508,28 @@ func (s *Server) symlink(req *rpc.Request) (rpc.Reply, error) {
 	if len(r.Target) == 0 || len(r.Target) > 4096 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "symlink target must be 1 to 4096 bytes")
 	}
-	return s.newEntry(req, r.Tok, r.Path, 0, 0, func(rel string) error { return s.tree.symlink(r.Target, rel) })
+	return s.newEntry(req, r.Tok, r.Path, 0, 0, r.Owner, r.Group, func(rel string) error { return s.tree.symlink(r.Target, rel) })
 }
 
 // newEntry creates a directory entry with create, after checking the
-// insert right, and answers with its attributes.
-func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode, rdev uint32, create func(rel string) error) (rpc.Reply, error) {
-	_, rel, err := s.reach(req, tok, named, false, auth.Insert)
+// insert right and the owner and group asked (see claim), and answers
+// with its attributes.
+func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode, rdev uint32, owner, group string, create func(rel string) error) (rpc.Reply, error) {
+	t, rel, err := s.reach(req, tok, named, false, auth.Insert)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
 	if rel == "" {
 		return rpc.Reply{}, toWire(req.Op, rel, fs.ErrExist)
 	}
+	who, err := claim(t, rel, owner, group)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	if err := create(rel); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
-	if err := s.own(rel, mode, rdev); err != nil {
+	if err := s.own(rel, mode, rdev, who); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	s.changed(req, rel, parentOf(rel))
@@ -534,11 +544,14 @@ func (s *Server) setattr(req *rpc.Request) (rpc.Reply, error) {
 	// The mount names the object itself (its kernel follows links before
 	// it asks), so a setattr acts on the last name as it is: lutimes on a
 	// link; chmod and truncate of a link fail with ELOOP.
-	_, rel, err := s.reach(req, r.Tok, r.Path, false, auth.Write)
+	t, rel, err := s.reach(req, r.Tok, r.Path, false, auth.Write)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
 	before, berr := s.lstat(rel)
+	if err := s.chownAsked(t, rel, r); err != nil {
+		return rpc.Reply{}, toWire(req.Op, rel, err)
+	}
 	if r.Valid&wire.SetMode != 0 {
 		if err := s.chmodAsked(rel, r.Mode); err != nil {
 			return rpc.Reply{}, toWire(req.Op, rel, err)

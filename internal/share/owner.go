@@ -1,6 +1,7 @@
 package share
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -84,10 +85,11 @@ func (s *Server) safeMode(mode uint32) uint32 {
 
 // own gives rel, just created for a client that asked for mode (type
 // bits and 07777) and, for a device, rdev, to the share's owner account,
+// records the owner and group id the client was given (see ident.go),
 // and gives it the mode asked: exactly (the share's umask, which the
 // client's kernel has already applied once, is undone), with what the
 // share's host may not have kept as a record (see special.go).
-func (s *Server) own(rel string, mode, rdev uint32) error {
+func (s *Server) own(rel string, mode, rdev uint32, id ident) error {
 	return s.tree.atPath(rel, true, func(p string, fd int, st *unix.Stat_t) error {
 		if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 			mode = st.Mode // a link has no mode of its own
@@ -100,6 +102,15 @@ func (s *Server) own(rel string, mode, rdev uint32) error {
 			if err := unix.Fstat(fd, st); err != nil {
 				return err
 			}
+		}
+		if setidKept(st.Mode) && !s.cfg.AllowSetID {
+			id.setid = mode & (syscall.S_ISUID | syscall.S_ISGID)
+		}
+		if err := writeIdent(p, st, id); err != nil && !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, syscall.EACCES) {
+			// A file system without extended attributes keeps no
+			// owner, nor does a share not running as root for a file
+			// made without write permission.
+			return &os.PathError{Op: "chown", Path: rel, Err: err}
 		}
 		if err := s.setMode(p, st, mode, rdev); err != nil {
 			return &os.PathError{Op: "chmod", Path: rel, Err: err}

@@ -65,16 +65,21 @@ func marked(st *unix.Stat_t) bool {
 	return st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Mode&syscall.S_ISVTX != 0
 }
 
-// shown is the attributes of a file with stat st as clients see them: get
-// reads metaXattr of that file (into buf, as getxattr does) when it is
-// marked.
-func shown(st *unix.Stat_t, get func(buf []byte) (int, error)) wire.Attr {
+// shown is the attributes of a file with stat st as clients see them:
+// get reads its extended attributes (as getxattr does): its owner record
+// (ident.go), and metaXattr when it is marked.
+func shown(st *unix.Stat_t, get getter) wire.Attr {
 	a := attrOf(st)
+	id := readIdent(st, get)
+	a.Owner, a.Group = id.owner, id.group
+	if setidKept(st.Mode) {
+		a.Mode |= id.setid
+	}
 	if !marked(st) {
 		return a
 	}
 	buf := make([]byte, 64)
-	n, err := get(buf)
+	n, err := get(metaXattr, buf)
 	if err != nil {
 		return a
 	}
@@ -89,14 +94,13 @@ func shown(st *unix.Stat_t, get func(buf []byte) (int, error)) wire.Attr {
 
 // shownFd is shown for a descriptor of the file (not O_PATH).
 func shownFd(st *unix.Stat_t, fd int) wire.Attr {
-	return shown(st, func(buf []byte) (int, error) { return unix.Fgetxattr(fd, metaXattr, buf) })
+	return shown(st, func(name string, buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
 }
 
 // shownAt is shown for the file name of directory dirfd.
 func shownAt(st *unix.Stat_t, dirfd int, name string) wire.Attr {
-	return shown(st, func(buf []byte) (int, error) {
-		return unix.Lgetxattr("/proc/self/fd/"+strconv.Itoa(dirfd)+"/"+name, metaXattr, buf)
-	})
+	p := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + name
+	return shown(st, func(attr string, buf []byte) (int, error) { return unix.Lgetxattr(p, attr, buf) })
 }
 
 // needsRecord reports whether a file of type and mode asked by a client
@@ -132,6 +136,17 @@ func (s *Server) setMode(p string, st *unix.Stat_t, mode, rdev uint32) error {
 	if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 		return nil
 	}
+	if setidKept(st.Mode) && !s.cfg.AllowSetID && keepsIdent(st.Mode) {
+		// The setuid and setgid bits of a directory, a FIFO or a socket
+		// are kept in its owner record.
+		id := readIdent(st, pathGetter(p))
+		if want := mode & (syscall.S_ISUID | syscall.S_ISGID); id.setid != want {
+			id.setid = want
+			if err := writeIdent(p, st, id); err != nil {
+				return err
+			}
+		}
+	}
 	real := s.realMode(mode)
 	if st.Mode&0o7777 != real {
 		if err := unix.Chmod(p, real); err != nil {
@@ -156,7 +171,7 @@ func (s *Server) chmodAsked(rel string, perm uint32) error {
 		typ := st.Mode & syscall.S_IFMT
 		var rdev uint32
 		if marked(st) {
-			a := shown(st, func(buf []byte) (int, error) { return unix.Getxattr(p, metaXattr, buf) })
+			a := shown(st, pathGetter(p))
 			typ, rdev = a.Mode&syscall.S_IFMT, uint32(a.Rdev)
 		}
 		if err := s.setMode(p, st, typ|perm&0o7777, rdev); err != nil {

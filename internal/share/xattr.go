@@ -169,7 +169,7 @@ func (s *Server) changeXattr(req *rpc.Request, tok uint32, named, name string, c
 		if err := unix.Fstat(fd, st); err != nil {
 			return err
 		}
-		a = shown(st, func(buf []byte) (int, error) { return unix.Getxattr(p, metaXattr, buf) })
+		a = shown(st, pathGetter(p))
 		return nil
 	})
 	if err != nil {

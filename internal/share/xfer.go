@@ -133,7 +133,8 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 		}
 		need = auth.Write
 	}
-	if _, err := s.allowReached(req, r.Tok, r.Path, rel, need); err != nil {
+	t, err := s.allowReached(req, r.Tok, r.Path, rel, need)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
 	if err := checkSum(rel, req, r.Sum); err != nil {
@@ -151,7 +152,7 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	}
 	f, err := s.tree.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.realMode(syscall.S_IFREG|r.Mode&0o7777))
 	if err == nil {
-		if err = s.own(tmp, syscall.S_IFREG|r.Mode&0o7777, 0); err != nil {
+		if err = s.own(tmp, syscall.S_IFREG|r.Mode&0o7777, 0, ident{owner: t.Principal}); err != nil {
 			f.Close()
 			_ = s.tree.remove(tmp, false)
 		}

@@ -115,8 +115,16 @@ func (v *FS) keepBack(h *Handle) bool {
 	v.sendLater(d)
 	d.mu.Unlock()
 	// Under the delegation this agent's view of the file is the truth:
-	// keep it, so that the next stat asks nobody.
-	v.setAttr(h.path, v.localAttr(h.path, h.attr))
+	// keep it, so that the next stat asks nobody. Its mode and owner are
+	// the latest this agent knows (a chmod since the open, such as the
+	// kernel's clearing of setuid on a write, changed them).
+	base := h.attr
+	v.mu.Lock()
+	if k, ok := v.known[h.path]; ok && !k.neg && k.a.Ino == base.Ino && k.a.Version > base.Version {
+		base = k.a
+	}
+	v.mu.Unlock()
+	v.setAttr(h.path, v.localAttr(h.path, base))
 	return true
 }
 

@@ -497,6 +497,14 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 	return a, nil
 }
 
+// Dirty reports whether the handle has written data its share has not
+// been sent yet.
+func (h *Handle) Dirty() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dirty
+}
+
 // Truncate changes the open file's size.
 func (h *Handle) Truncate(ctx context.Context, size int64) (wire.Attr, error) {
 	a, err := h.v.SetAttr(ctx, h.path, wire.SetAttrReq{Valid: wire.SetSize, Size: size})

@@ -150,6 +150,8 @@ func (v *FS) SetAttr(ctx context.Context, p string, r wire.SetAttrReq) (wire.Att
 	if err != nil {
 		return a, err
 	}
+	// The file's other names show its new mode, owner and times too.
+	v.forgetLinks(a)
 	v.setOwn(p, a, d)
 	if resp.Prior != 0 && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		// A chmod (or atime) of ours changed the version, not the bytes:

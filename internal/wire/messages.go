@@ -236,6 +236,12 @@ type Attr struct {
 	Version uint64 `cbor:"9,keyasint"`
 	// Rdev is a device's number (only for S_IFCHR and S_IFBLK).
 	Rdev uint64 `cbor:"10,keyasint,omitempty"`
+	// Owner and Group are who owns the entry, as the share keeps them
+	// (see Ident): a principal ("alice@uva") or a grid group, or "#N",
+	// a local id with no name in the grid. Empty when the share keeps
+	// none for the entry (a file made at the share's host).
+	Owner string `cbor:"11,keyasint,omitempty"`
+	Group string `cbor:"12,keyasint,omitempty"`
 }
 
 // AttrResp carries one Attr.
@@ -323,6 +329,10 @@ type OpenReq struct {
 	// open, as the reply's data (a cold read of a small file in one round
 	// trip). Only for a handle that can read.
 	First uint32 `cbor:"5,keyasint,omitempty"`
+	// Owner and Group, with OpCreate, are the owner and group the new
+	// file is given (see Ident); empty: the principal's, none.
+	Owner string `cbor:"6,keyasint,omitempty"`
+	Group string `cbor:"7,keyasint,omitempty"`
 }
 
 // OpenResp returns a handle valid on every channel of the same session.
@@ -409,6 +419,9 @@ type MkdirReq struct {
 	Tok  uint32 `cbor:"1,keyasint"`
 	Path string `cbor:"2,keyasint"`
 	Mode uint32 `cbor:"3,keyasint"`
+	// Owner and Group as in OpenReq.
+	Owner string `cbor:"4,keyasint,omitempty"`
+	Group string `cbor:"5,keyasint,omitempty"`
 }
 
 // MknodReq creates Path as a FIFO (S_IFIFO), a socket (S_IFSOCK), a
@@ -420,6 +433,9 @@ type MknodReq struct {
 	Path string `cbor:"2,keyasint"`
 	Mode uint32 `cbor:"3,keyasint"`
 	Rdev uint32 `cbor:"4,keyasint,omitempty"` // a device's number
+	// Owner and Group as in OpenReq.
+	Owner string `cbor:"5,keyasint,omitempty"`
+	Group string `cbor:"6,keyasint,omitempty"`
 }
 
 // SymlinkReq creates Path pointing at Target. The target is stored as given;
@@ -428,6 +444,9 @@ type SymlinkReq struct {
 	Tok    uint32 `cbor:"1,keyasint"`
 	Path   string `cbor:"2,keyasint"`
 	Target string `cbor:"3,keyasint"`
+	// Owner and Group as in OpenReq.
+	Owner string `cbor:"4,keyasint,omitempty"`
+	Group string `cbor:"5,keyasint,omitempty"`
 }
 
 // ReadlinkResp answers OpReadlink.
@@ -441,6 +460,8 @@ const (
 	SetAtime uint32 = 1 << 1
 	SetMtime uint32 = 1 << 2
 	SetSize  uint32 = 1 << 3
+	SetOwner uint32 = 1 << 4 // chown: Owner (see Ident)
+	SetGroup uint32 = 1 << 5 // chgrp: Group
 )
 
 // SetAttrReq changes permission bits, times or size.
@@ -452,6 +473,8 @@ type SetAttrReq struct {
 	Atime int64  `cbor:"5,keyasint"`
 	Mtime int64  `cbor:"6,keyasint"`
 	Size  int64  `cbor:"7,keyasint"`
+	Owner string `cbor:"8,keyasint,omitempty"`
+	Group string `cbor:"9,keyasint,omitempty"`
 }
 
 // StatFSResp describes the file system holding the share.

@@ -41,17 +41,22 @@ func CheckXattrFlags(flags uint32) *Error {
 // shows it nor lets a client set or remove it.
 const XattrShareMeta = "user.pando.meta"
 
+// XattrShareOwner is the share's own attribute in which a share that
+// does not run as root keeps an entry's owner and group (see
+// Attr.Owner); it does not travel either.
+const XattrShareOwner = "user.pando.owner"
+
 // XattrTravels reports whether the extended attribute name belongs to
 // the namespace the protocol carries.
 func XattrTravels(name string) bool {
-	return strings.HasPrefix(name, XattrUser) && name != XattrShareMeta
+	return strings.HasPrefix(name, XattrUser) && name != XattrShareMeta && name != XattrShareOwner
 }
 
 // CheckXattrName says what is wrong with name as the name of an extended
 // attribute that travels, or returns nil.
 func CheckXattrName(name string) *Error {
 	switch {
-	case name == XattrShareMeta:
+	case name == XattrShareMeta, name == XattrShareOwner:
 		return Errorf(CodeNotSupp, "extended attribute %s is the share's own; choose another name", name)
 	case !XattrTravels(name):
 		return Errorf(CodeNotSupp, "extended attribute %q is not in the user namespace; only user.* attributes are carried", name)
