@@ -55,11 +55,20 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 }
 
 func (c *Controller) subject(ctx context.Context, p *peer) (auth.Subject, error) {
+	v, err := c.st.Get(ctx, pfxUser+p.id.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return auth.Subject{}, err
+	}
+	return c.subjectOf(p, v)
+}
+
+// subjectOf is the subject of p whose user record is v (nil: none).
+func (c *Controller) subjectOf(p *peer, v []byte) (auth.Subject, error) {
 	if p.id.Role != auth.RoleUser {
 		return auth.Subject{}, wire.Errorf(wire.CodeAccess, "%s is not a user", p.id)
 	}
-	u, err := get[userRec](ctx, c.st, pfxUser+p.id.Name)
-	if err != nil {
+	var u userRec
+	if v == nil || wire.Unmarshal(v, &u) != nil {
 		return auth.Subject{}, wire.Errorf(wire.CodeNotRegistered, "user %s is not known to the controller", p.id)
 	}
 	if u.Revoked != 0 {
@@ -68,13 +77,19 @@ func (c *Controller) subject(ctx context.Context, p *peer) (auth.Subject, error)
 	return auth.Subject{User: u.Name, Groups: u.Groups}, nil
 }
 
-// require checks that the caller holds need on the global path g.
+// require checks that the caller holds need on the global path g. The
+// caller's record and the ACLs are read together, in one request to the
+// store.
 func (c *Controller) require(ctx context.Context, p *peer, g string, need auth.Rights) (auth.Subject, error) {
-	s, err := c.subject(ctx, p)
+	m, err := store.ReadMany(ctx, c.st, []string{pfxUser + p.id.Name}, []string{pfxACL})
+	if err != nil {
+		return auth.Subject{}, err
+	}
+	s, err := c.subjectOf(p, m.Values[pfxUser+p.id.Name])
 	if err != nil {
 		return s, err
 	}
-	acls, err := loadACLs(ctx, c.st)
+	acls, err := parseACLs(m.Lists[pfxACL])
 	if err != nil {
 		return s, err
 	}
@@ -127,13 +142,23 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	subj, err := c.subject(ctx, p)
+	// Everything a token is made from, read together in one request to
+	// the store.
+	m, err := store.ReadMany(ctx, c.st, []string{pfxUser + p.id.Name}, []string{pfxMount, pfxShare, pfxACL})
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	mounts, err := loadMounts(ctx, c.st)
+	subj, err := c.subjectOf(p, m.Values[pfxUser+p.id.Name])
 	if err != nil {
 		return rpc.Reply{}, err
+	}
+	mounts, err := parseMounts(m.Lists[pfxMount])
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	shares := map[string][]byte{}
+	for _, kv := range m.Lists[pfxShare] {
+		shares[kv.Key] = kv.Value
 	}
 	var best *wire.MountEntry
 	var children []string
@@ -153,11 +178,11 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		slices.Sort(children)
 		return rpc.Reply{Msg: wire.ResolveResp{Children: slices.Compact(children)}}, nil
 	}
-	sh, err := get[shareRec](ctx, c.st, pfxShare+best.Share)
-	if err != nil {
+	var sh shareRec
+	if v, ok := shares[pfxShare+best.Share]; !ok || wire.Unmarshal(v, &sh) != nil {
 		return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "%s is mounted from share %s, which is not registered", best.Prefix, best.Share)
 	}
-	acls, err := loadACLs(ctx, c.st)
+	acls, err := parseACLs(m.Lists[pfxACL])
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -167,7 +192,7 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
 	}
 	if r.Proxy != "" {
-		if _, err := get[shareRec](ctx, c.st, pfxShare+r.Proxy); err != nil {
+		if _, ok := shares[pfxShare+r.Proxy]; !ok {
 			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", r.Proxy)
 		}
 		t.Proxy = auth.Identity{Domain: c.keys.domain, Role: auth.RoleShare, Name: r.Proxy}.String()

@@ -50,9 +50,12 @@ type Controller struct {
 	addr  string
 	admin string // path of the admin credential bundle
 
-	stop  context.CancelFunc // ends the heartbeat and the watches
-	done  chan struct{}      // closed by Close
-	beats chan struct{}      // closed once the heartbeat has ended
+	stop context.CancelFunc // ends the heartbeat and the watches
+	done chan struct{}      // closed by Close
+
+	closeOnce sync.Once
+	closeErr  error
+	beats     chan struct{} // closed once the heartbeat has ended
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
@@ -143,14 +146,16 @@ func (c *Controller) AdminBundlePath() string { return c.admin }
 
 // Close stops serving and closes the store.
 func (c *Controller) Close() error {
-	err := c.rpc.Close()
-	c.stop()
-	close(c.done)
-	<-c.beats // it drops this controller's record from the registry
-	if cerr := c.st.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	c.closeOnce.Do(func() {
+		c.closeErr = c.rpc.Close()
+		c.stop()
+		close(c.done)
+		<-c.beats // it drops this controller's record from the registry
+		if err := c.st.Close(); c.closeErr == nil {
+			c.closeErr = err
+		}
+	})
+	return c.closeErr
 }
 
 func (c *Controller) serverCert(listen string) (tls.Certificate, error) {

@@ -221,6 +221,11 @@ func loadACLs(ctx context.Context, st store.Store) (map[string]auth.ACL, error) 
 	if err != nil {
 		return nil, err
 	}
+	return parseACLs(kvs)
+}
+
+// parseACLs decodes the ACL records kvs (keys with pfxACL).
+func parseACLs(kvs []store.KV) (map[string]auth.ACL, error) {
 	m := make(map[string]auth.ACL, len(kvs))
 	for _, kv := range kvs {
 		var es []wire.ACLEntry
@@ -258,6 +263,11 @@ func loadMounts(ctx context.Context, st store.Store) ([]wire.MountEntry, error) 
 	if err != nil {
 		return nil, err
 	}
+	return parseMounts(kvs)
+}
+
+// parseMounts decodes the mount records kvs, sorted by prefix.
+func parseMounts(kvs []store.KV) ([]wire.MountEntry, error) {
 	out := make([]wire.MountEntry, 0, len(kvs))
 	for _, kv := range kvs {
 		var m wire.MountEntry

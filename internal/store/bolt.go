@@ -162,3 +162,27 @@ func (b *Bolt) createAll(ctx context.Context, kvs []KV) error {
 	}
 	return err
 }
+
+// readMany reads keys and prefixes in one read transaction.
+func (b *Bolt) readMany(ctx context.Context, keys, prefixes []string) (Many, error) {
+	out := Many{Values: map[string][]byte{}, Lists: map[string][]KV{}}
+	err := b.db.View(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucket)
+		for _, k := range keys {
+			if v := bk.Get([]byte(k)); v != nil {
+				out.Values[k] = bytes.Clone(v)
+			}
+		}
+		for _, p := range prefixes {
+			pb := []byte(p)
+			var kvs []KV
+			c := bk.Cursor()
+			for k, v := c.Seek(pb); k != nil && bytes.HasPrefix(k, pb); k, v = c.Next() {
+				kvs = append(kvs, KV{Key: string(k), Value: bytes.Clone(v)})
+			}
+			out.Lists[p] = kvs
+		}
+		return nil
+	})
+	return out, err
+}

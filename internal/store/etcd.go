@@ -264,3 +264,39 @@ func (e *Etcd) Members(ctx context.Context) ([]Member, error) {
 	}
 	return out, nil
 }
+
+// readMany reads keys and prefixes in one transaction: one round trip, at
+// one revision. A prefix's keys come whole (no pages): the controller's
+// prefixes read so (users' records, ACLs, mounts, shares) are small.
+func (e *Etcd) readMany(ctx context.Context, keys, prefixes []string) (Many, error) {
+	var ops []clientv3.Op
+	for _, k := range keys {
+		ops = append(ops, clientv3.OpGet(e.prefix+k))
+	}
+	for _, p := range prefixes {
+		ops = append(ops, clientv3.OpGet(e.prefix+p, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)))
+	}
+	r, err := e.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return Many{}, fmt.Errorf("etcd read: %w", err)
+	}
+	out := Many{Values: map[string][]byte{}, Lists: map[string][]KV{}}
+	for i, resp := range r.Responses {
+		rr := resp.GetResponseRange()
+		if rr == nil {
+			return Many{}, fmt.Errorf("etcd read: reply %d is not a range", i)
+		}
+		if i < len(keys) {
+			if len(rr.Kvs) > 0 {
+				out.Values[keys[i]] = rr.Kvs[0].Value
+			}
+			continue
+		}
+		kvs := make([]KV, 0, len(rr.Kvs))
+		for _, kv := range rr.Kvs {
+			kvs = append(kvs, KV{Key: strings.TrimPrefix(string(kv.Key), e.prefix), Value: kv.Value})
+		}
+		out.Lists[prefixes[i-len(keys)]] = kvs
+	}
+	return out, nil
+}

@@ -97,6 +97,8 @@ func (c *Cluster) start(i int, initial string) error {
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	// The members end with the process that started them, however it ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("cannot start etcd: %w", err)

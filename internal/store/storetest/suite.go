@@ -135,6 +135,25 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Fatalf("counter = %s, want %d", v, workers*each)
 		}
 	})
+	t.Run("ReadMany", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"user/a", "acl/x", "acl/y", "mount/m", "aclz"} {
+			s.Put(ctx, k, []byte("v-"+k))
+		}
+		m, err := store.ReadMany(ctx, s, []string{"user/a", "user/missing"}, []string{"acl/", "mount/", "none/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Values["user/a"]) != "v-user/a" || len(m.Values) != 1 {
+			t.Fatalf("values %v", m.Values)
+		}
+		if got := fmt.Sprint(m.Lists["acl/"]); got != "[{acl/x [118 45 97 99 108 47 120]} {acl/y [118 45 97 99 108 47 121]}]" {
+			t.Fatalf("acl/ lists %s", got)
+		}
+		if len(m.Lists["mount/"]) != 1 || len(m.Lists["none/"]) != 0 {
+			t.Fatalf("lists %v", m.Lists)
+		}
+	})
 	t.Run("Watch", func(t *testing.T) {
 		s := open(t)
 		s.Put(ctx, "acl/before", []byte("0"))
