@@ -25,7 +25,7 @@ type mountFlags struct {
 	consistency, write, offline            string
 	policies                               []string
 	readAhead                              int
-	debug, noPassthrough                   bool
+	debug, noPassthrough, nonEmpty         bool
 	metrics                                string
 	lendTo                                 []string
 }
@@ -44,6 +44,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
 	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security.md)")
+	cmd.Flags().BoolVar(&f.nonEmpty, "nonempty", false, "mount over a directory that holds files, hiding them while mounted (refused otherwise)")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
 }
 
@@ -61,7 +62,7 @@ func (f *mountFlags) serveMetrics(a *agent.Agent, w io.Writer) error {
 }
 
 func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, error) {
-	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough}
+	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough, NonEmpty: f.nonEmpty}
 	var err error
 	if cfg.Client, err = g.Config(); err != nil {
 		return cfg, err

@@ -41,8 +41,9 @@ type Config struct {
 	Streams int
 	// NoPassthrough: see mount.Options.
 	NoPassthrough bool
-	// LendTo: see mount.Options.
-	LendTo []uint32
+	// LendTo, NonEmpty: see mount.Options.
+	LendTo   []uint32
+	NonEmpty bool
 }
 
 // Agent is a running agent.
@@ -105,7 +106,7 @@ func Start(cfg Config) (*Agent, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	a.v.Connect(cctx)
 	cancel()
-	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo})
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, NonEmpty: cfg.NonEmpty})
 	if err != nil {
 		ch.Close()
 		cl.Close()
