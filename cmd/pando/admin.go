@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -58,14 +59,17 @@ func newUserCmd(g *cli.Globals) *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create a user and write their credential bundle",
-		Long: `Create a user and write their credential bundle (default ./NAME.json, readable
-only by you). Give it to the user over a safe channel; they use it with
---config FILE, PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
+		Long: `Create a user and write their credential bundle, readable only by you (default
+NAME.json beside your configuration, ` + filepath.Join(filepath.Dir(config.DefaultPath()), "NAME.json") + `).
+Give it to the user over a safe channel; they use it with --config FILE,
+PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 		Args: cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
 			name := args[0]
 			if out == "" {
-				out = name + ".json"
+				// Beside the configuration, not in the working directory
+				// (a repository, a shared folder): it holds a private key.
+				out = filepath.Join(filepath.Dir(configPath(g)), name+".json")
 			}
 			if _, err := os.Stat(out); err == nil {
 				return cli.Usagef("%s already exists; choose another file with -o", out)
@@ -88,7 +92,7 @@ only by you). Give it to the user over a safe channel; they use it with
 		}),
 	}
 	add.Flags().StringSliceVar(&groups, "group", nil, "groups the user belongs to (repeatable)")
-	add.Flags().StringVarP(&out, "output", "o", "", "where to write the credential bundle (default ./NAME.json)")
+	add.Flags().StringVarP(&out, "output", "o", "", "where to write the credential bundle (default NAME.json beside your configuration)")
 	cmd.AddCommand(add, &cobra.Command{
 		Use:   "ls",
 		Short: "List users",
@@ -207,4 +211,12 @@ func newWhoamiCmd(g *cli.Globals) *cobra.Command {
 			return nil
 		}),
 	}
+}
+
+// configPath is the configuration the command runs with.
+func configPath(g *cli.Globals) string {
+	if g.ConfigPath != "" {
+		return g.ConfigPath
+	}
+	return config.DefaultPath()
 }

@@ -31,7 +31,7 @@ func withClient(g *cli.Globals, fn func(cmd *cobra.Command, c *client.Client, ar
 func progressOut() *os.File { return os.Stderr }
 
 func newLsCmd(g *cli.Globals) *cobra.Command {
-	var long bool
+	var long, human bool
 	cmd := &cobra.Command{
 		Use:   "ls [-l] [PATH...]",
 		Short: "List directories of the namespace",
@@ -60,7 +60,7 @@ func newLsCmd(g *cli.Globals) *cobra.Command {
 					entries = []wire.DirEntry{{Name: path.Base(p), Attr: a}}
 					dir = path.Dir(p)
 				}
-				err = cli.Listing(cmd.OutOrStdout(), entries, long, func(name string) string {
+				err = cli.Listing(cmd.OutOrStdout(), entries, long, human, func(name string) string {
 					t, err := c.Readlink(cmd.Context(), path.Join(dir, name))
 					if err != nil {
 						return "?"
@@ -74,7 +74,10 @@ func newLsCmd(g *cli.Globals) *cobra.Command {
 			return nil
 		}),
 	}
-	cmd.Flags().BoolVarP(&long, "long", "l", false, "long listing: mode, links, size, time")
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "long listing: mode, links, owner, group, size, time")
+	// -h is ls's human-readable sizes here, as in coreutils; help is --help.
+	cmd.Flags().Bool("help", false, "help for ls")
+	cmd.Flags().BoolVarP(&human, "human-readable", "h", false, "with -l, sizes like 1.5K, 23M, 4.0G")
 	return cmd
 }
 

@@ -48,7 +48,7 @@ Then try:                         pando ls /local`,
 		newMkdirCmd(g), newRmCmd(g), newMvCmd(g), newLnCmd(g),
 		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g),
 		newMountCmd(g), newStatsCmd(g), newCacheCmd(g),
-		newCpCmd(g), newWanCmd(), newBenchCmd(), newVersionCmd(), newAdminCmd(), newStatusCmd(g),
+		newCpCmd(g), newWanCmd(), newBenchCmd(), newVersionCmd(), newAdminCmd(), newStatusCmd(g), newWaitCmd(g),
 	)
 	return root
 }

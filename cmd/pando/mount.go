@@ -25,7 +25,7 @@ type mountFlags struct {
 	consistency, write, offline            string
 	policies                               []string
 	readAhead                              int
-	debug, noPassthrough                   bool
+	debug, noPassthrough, nonEmpty         bool
 	metrics                                string
 	lendTo                                 []string
 	mapUser, mapGroup                      []string
@@ -49,6 +49,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.mapUser, "map-user", nil, "show the files of a principal as a local user's, e.g. alice@uva=alice (repeatable); the agent's own principal is always the user running it (see docs/posix.md)")
 	cmd.Flags().StringArrayVar(&f.mapGroup, "map-group", nil, "show the files of a grid group as a local group's, e.g. staff@uva=staff (repeatable)")
 	cmd.Flags().StringVar(&f.nobody, "nobody", "65534:65534", "local USER[:GROUP] shown for owners and groups with no local id")
+	cmd.Flags().BoolVar(&f.nonEmpty, "nonempty", false, "mount over a directory that holds files, hiding them while mounted (refused otherwise)")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9750); always on the agent's control socket")
 }
 
@@ -66,7 +67,7 @@ func (f *mountFlags) serveMetrics(a *agent.Agent, w io.Writer) error {
 }
 
 func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, error) {
-	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough}
+	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough, NonEmpty: f.nonEmpty}
 	var err error
 	if cfg.Client, err = g.Config(); err != nil {
 		return cfg, err

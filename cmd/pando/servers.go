@@ -234,7 +234,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			}
 			fmt.Fprintf(out, "\npando is up: domain %s, controller %s\n", c.Domain(), c.Addr())
 			fmt.Fprintf(out, "administrator credentials: %s%s\n\n", cfgPath, note)
-			fmt.Fprintf(out, "Try:\n  pando ls /%s\n  pando put README.md /%s/%s/\n  pando user add alice     # writes alice.json, a credential bundle for alice\n  pando acl set /%s/%s alice read\n\nCtrl-C stops pando.\n",
+			fmt.Fprintf(out, "Try:\n  pando ls /%s\n  pando put README.md /%s/%s/\n  pando user add alice     # writes her credential bundle beside your configuration\n  pando acl set /%s/%s alice read\n\nCtrl-C stops pando.\n",
 				c.Domain(), c.Domain(), firstName(names), c.Domain(), firstName(names))
 			<-ctx.Done()
 			fmt.Fprintln(out, "stopping")

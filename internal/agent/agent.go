@@ -41,8 +41,9 @@ type Config struct {
 	Streams int
 	// NoPassthrough: see mount.Options.
 	NoPassthrough bool
-	// LendTo: see mount.Options.
-	LendTo []uint32
+	// LendTo, NonEmpty: see mount.Options.
+	LendTo   []uint32
+	NonEmpty bool
 	// IDMap: see mount.Options.
 	IDMap *mount.IDMap
 }
@@ -107,7 +108,7 @@ func Start(cfg Config) (*Agent, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	a.v.Connect(cctx)
 	cancel()
-	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, IDMap: cfg.IDMap})
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, IDMap: cfg.IDMap, NonEmpty: cfg.NonEmpty})
 	if err != nil {
 		ch.Close()
 		cl.Close()

@@ -17,6 +17,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"pando.dev/pando/internal/holder"
 )
 
 // Options size a cache.
@@ -181,7 +183,7 @@ func Open(opts Options) (*Cache, error) {
 	}
 	db, err := bolt.Open(filepath.Join(opts.Dir, "index.db"), 0o600, &bolt.Options{Timeout: time.Second, NoSync: true, NoFreelistSync: true})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("the cache in %s is in use by another pando agent; give each agent its own --cache-dir", opts.Dir)
+		return nil, fmt.Errorf("the cache in %s is in use by another pando agent%s; give each agent its own --cache-dir", opts.Dir, holder.By(holder.Lock(filepath.Join(opts.Dir, "index.db"))))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the cache index: %w", err)

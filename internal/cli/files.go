@@ -54,8 +54,15 @@ func Get(ctx context.Context, c *client.Client, src, dst string, recursive bool,
 		return err
 	}
 	defer f.Close(context.WithoutCancel(ctx))
+	if di, err := os.Stat(filepath.Dir(dst)); err != nil || !di.IsDir() {
+		return fmt.Errorf("cannot write %s: the directory %s does not exist; create it first (mkdir -p %s)", dst, filepath.Dir(dst), filepath.Dir(dst))
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".pando-*")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the temporary file's name means nothing to the user
+		}
 		return fmt.Errorf("cannot write %s: %w", dst, err)
 	}
 	defer os.Remove(tmp.Name())

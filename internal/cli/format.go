@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -34,8 +36,10 @@ func Size(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// Listing writes directory entries, long or short.
-func Listing(w io.Writer, entries []wire.DirEntry, long bool, linkTarget func(name string) string) error {
+// Listing writes directory entries, short (names, directories with a
+// slash) or long, in ls -l's columns: mode, links, owner, group, size
+// (human-readable with human), time, name.
+func Listing(w io.Writer, entries []wire.DirEntry, long, human bool, linkTarget func(name string) string) error {
 	if !long {
 		for _, e := range entries {
 			name := e.Name
@@ -48,15 +52,51 @@ func Listing(w io.Writer, entries []wire.DirEntry, long bool, linkTarget func(na
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', tabwriter.AlignRight)
+	rows := make([][6]string, 0, len(entries))
+	var width [6]int
 	for _, e := range entries {
+		size := strconv.FormatInt(e.Attr.Size, 10)
+		if human {
+			size = HumanSize(e.Attr.Size)
+		}
+		r := [6]string{Mode(e.Attr.Mode), strconv.FormatUint(uint64(e.Attr.Nlink), 10), ownerOf(e.Attr), groupOf(e.Attr), size, Time(e.Attr.Mtime)}
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+		rows = append(rows, r)
+	}
+	for i, e := range entries {
 		name := e.Name
 		if IsLink(e.Attr.Mode) && linkTarget != nil {
 			name += " -> " + linkTarget(e.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t %s\t %s\n", Mode(e.Attr.Mode), e.Attr.Nlink, e.Attr.Size, Time(e.Attr.Mtime), name)
+		r := rows[i]
+		// Numbers right-aligned, words left-aligned, one space between, as
+		// coreutils' ls -l.
+		if _, err := fmt.Fprintf(w, "%-*s %*s %-*s %-*s %*s %s %s\n", width[0], r[0], width[1], r[1], width[2], r[2], width[3], r[3],
+			width[4], r[4], r[5], name); err != nil {
+			return err
+		}
 	}
-	return tw.Flush()
+	return nil
+}
+
+// HumanSize renders a byte count as ls -h does: 512, 1.5K, 23M, 4.0G.
+func HumanSize(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10)
+	}
+	f := float64(n)
+	for _, u := range "KMGTPE" {
+		f /= 1024
+		if f < 1024 || u == 'E' {
+			if f < 10 {
+				return fmt.Sprintf("%.1f%c", math.Ceil(f*10)/10, u)
+			}
+			return fmt.Sprintf("%.0f%c", math.Ceil(f), u)
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // Time renders unix nanoseconds like ls does.

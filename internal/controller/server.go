@@ -17,6 +17,7 @@ import (
 
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/holder"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/store"
 	"pando.dev/pando/internal/wire"
@@ -101,7 +102,7 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("the controller cannot listen on %s: %w (choose another address with --listen)", cfg.Listen, err)
+		return nil, fmt.Errorf("the controller cannot listen on %s: %w%s (choose another address with --listen)", cfg.Listen, err, holder.InUse(err, cfg.Listen))
 	}
 	addr := ln.Addr().String()
 	if cfg.Advertise != "" {

@@ -81,6 +81,9 @@ type Options struct {
 	// default, which maps only the agent's principal. Principal, Self and
 	// SelfGroup are filled in.
 	IDMap *IDMap
+	// NonEmpty mounts over a directory that holds files (hiding them
+	// while mounted), as fusermount's nonempty option did.
+	NonEmpty bool
 }
 
 // Start mounts v at dir. A dead mount left at dir by an agent that died is
@@ -98,6 +101,9 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("cannot mount on %s: it is not a directory (create it first)", dir)
+	}
+	if err := mountable(dir, opts.NonEmpty); err != nil {
+		return nil, err
 	}
 	me := uint32(os.Geteuid())
 	admit := slices.Sorted(slices.Values(append([]uint32{me}, opts.LendTo...)))
@@ -282,6 +288,32 @@ func cleanStale(dir string, log *slog.Logger) error {
 		return fmt.Errorf("%s holds the dead mount of an earlier agent and it cannot be removed: %s", dir, out)
 	}
 	return nil
+}
+
+// mountable refuses a mount point that is mounted already (a second mount
+// would stack on the first and hide it) or, unless nonEmpty, that holds
+// files (the mount would hide them without a word).
+func mountable(dir string, nonEmpty bool) error {
+	if Mounted(dir) {
+		return fmt.Errorf("cannot mount on %s: something is mounted there already (another pando mount?); unmount it first (fusermount3 -u %s), or choose another directory", dir, dir)
+	}
+	if nonEmpty {
+		return nil
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot mount on %s: %w", dir, err)
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(3)
+	if len(names) == 0 {
+		return nil
+	}
+	held := strings.Join(names, ", ")
+	if len(names) == 3 {
+		held += ", ..."
+	}
+	return fmt.Errorf("cannot mount on %s: it is not empty (it holds %s); the mount would hide what is there: choose an empty directory, or pass --nonempty", dir, held)
 }
 
 // Mounted reports whether dir is a mount point now (per /proc/self/mounts).

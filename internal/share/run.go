@@ -15,6 +15,7 @@ import (
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/holder"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -63,7 +64,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	}
 	ln, err := net.Listen("tcp", rc.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("share %s cannot listen on %s: %w (choose another address with --listen)", rc.Name, rc.Listen, err)
+		return nil, fmt.Errorf("share %s cannot listen on %s: %w%s (choose another address with --listen)", rc.Name, rc.Listen, err, holder.InUse(err, rc.Listen))
 	}
 	addr := ln.Addr().String()
 	if rc.Advertise != "" {

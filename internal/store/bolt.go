@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"pando.dev/pando/internal/holder"
 )
 
 var bucket = []byte("pando")
@@ -31,7 +33,7 @@ var _ Store = (*Bolt)(nil)
 func OpenBolt(path string) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("the state in %s is in use by another pando process; stop it or choose another --state directory", path)
+		return nil, fmt.Errorf("the state in %s is in use by another pando process%s; stop it or choose another --state directory", path, holder.By(holder.Lock(path)))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the state database %s: %w", path, err)

@@ -187,6 +187,11 @@ func (x *run) copyLarge(ctx context.Context, j job) error {
 				dstName, jr.committed(), j.in.Size, err)
 		}
 		if !retryable(err) || attempt >= x.o.Retries || ctx.Err() != nil {
+			if !retryable(err) && ctx.Err() == nil || jr.committed() == 0 {
+				// Resuming helps only a copy that moved something and
+				// was cut short; a refusal says what to fix instead.
+				return fmt.Errorf("%s: %w", dstName, err)
+			}
 			return fmt.Errorf("%s: %w (%d of %d bytes are safe at the destination; run the same command with --resume to move only the rest)",
 				dstName, err, jr.committed(), j.in.Size)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -179,6 +180,12 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 	if derr != nil && !isNotExist(derr) {
 		return Summary{}, derr
 	}
+	if derr != nil {
+		// The copy takes dst's name: the directory it goes in must exist.
+		if err := parentExists(ctx, o, dep, dst, dp); err != nil {
+			return Summary{}, err
+		}
+	}
 	intoDir := derr == nil && dinfo.Dir
 	if len(srcs) > 1 && !intoDir {
 		return Summary{}, fmt.Errorf("%s is not a directory: copying %d sources needs a directory to put them in", dst, len(srcs))
@@ -192,6 +199,9 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 		}
 		in, err := sep.Stat(ctx, sp)
 		if err != nil {
+			if isNotExist(err) {
+				return total, notFound(o, sep, s, sp)
+			}
 			return total, err
 		}
 		if in.Dir && !o.Recursive {
@@ -223,6 +233,64 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 		}
 	}
 	return finish(total, start), nil
+}
+
+// parentExists checks that the directory dst (dp at dep) would be made in
+// exists, and says how to fix it when it does not.
+func parentExists(ctx context.Context, o Options, dep Endpoint, dst, dp string) error {
+	parent := path.Dir(dp)
+	if pi, err := dep.Stat(ctx, parent); err == nil && pi.Dir {
+		return nil
+	} else if err == nil {
+		return fmt.Errorf("cannot copy to %s: %s is not a directory", dst, dep.Name(parent))
+	}
+	if _, ok := dep.(grid); ok {
+		if strings.Count(parent, "/") == 2 { // /DOMAIN/NAME: where shares are mounted
+			return fmt.Errorf("cannot copy to %s: nothing is mounted at %s; `pando ls %s` lists what is", dst, dep.Name(parent), path.Dir(parent))
+		}
+		return fmt.Errorf("cannot copy to %s: %s does not exist; create it with `pando mkdir -p %s`, or see what is there with `pando ls %s`",
+			dst, dep.Name(parent), parent, path.Dir(parent))
+	}
+	if err := gridLookalike(o, dst); err != nil {
+		return err
+	}
+	return fmt.Errorf("cannot copy to %s: the directory %s does not exist; create it first (mkdir -p %s)", dst, parent, parent)
+}
+
+// notFound explains a source that does not exist.
+func notFound(o Options, sep Endpoint, s, sp string) error {
+	if _, ok := sep.(local); ok {
+		if err := gridLookalike(o, s); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s does not exist", sep.Name(sp))
+}
+
+// gridLookalike returns an error suggesting pando:// when the local path s,
+// which does not exist, begins with the name of the grid's domain
+// ("uva/data/x" or "/uva/data/x" for pando://uva/data/x).
+func gridLookalike(o Options, s string) error {
+	if o.Grid == nil {
+		return nil
+	}
+	c, err := o.Grid()
+	if err != nil {
+		return nil
+	}
+	dom := c.Domain()
+	rel := strings.TrimPrefix(s, "/")
+	if dom == "" || (rel != dom && !strings.HasPrefix(rel, dom+"/")) {
+		return nil
+	}
+	first := dom // the path's first component, as a local path
+	if strings.HasPrefix(s, "/") {
+		first = "/" + dom
+	}
+	if _, err := os.Stat(first); err == nil {
+		return nil // ./uva (or /uva) exists here: a local path after all
+	}
+	return fmt.Errorf("%s is taken as a local path, which does not exist; for the grid path write pando://%s", s, rel)
 }
 
 func finish(s Summary, start time.Time) Summary {
