@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/bench"
 )
@@ -17,7 +18,8 @@ func TestBenchQuick(t *testing.T) {
 	dir := t.TempDir()
 	js := filepath.Join(dir, "results.json")
 	plots := filepath.Join(dir, "plots")
-	res := runPando(t, "", "", "bench", "all", "--quick", "--rtt", "0,5ms", "--rate", "1gbit", "--json", js, "--plot", plots).ok()
+	// Every scenario, a few seconds each: minutes in all on a busy machine.
+	res := runPandoFor(t, 10*time.Minute, "", "", "bench", "all", "--quick", "--rtt", "0,5ms", "--rate", "1gbit", "--json", js, "--plot", plots).ok()
 	rep, err := bench.ReadJSON(js)
 	if err != nil {
 		t.Fatal(err)

@@ -248,8 +248,15 @@ func (d *domain) pando(cfg string, args ...string) result {
 
 func runPando(t *testing.T, stdin, cfg string, args ...string) result {
 	t.Helper()
+	return runPandoFor(t, 2*time.Minute, stdin, cfg, args...)
+}
+
+// runPandoFor is runPando with a bound other than 2 minutes (a command
+// killed at it fails the test with its output).
+func runPandoFor(t *testing.T, limit time.Duration, stdin, cfg string, args ...string) result {
+	t.Helper()
 	full := append([]string{"--config", cfg}, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pandoBin, full...)
 	cmd.Dir = t.TempDir()
