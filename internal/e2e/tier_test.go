@@ -28,11 +28,13 @@ func (d *domain) startController(name, storeURL, listen string, extra ...string)
 
 // TestControllerTier: two controllers serve one domain on a 3-member etcd
 // cluster. Either answers any request; a user added through one is known
-// to the other; the bundles and the agents learn every controller. A
-// mount keeps working with no failed operation while the etcd leader is
-// killed, then the controller it talks to, and both come back. A user
-// revoked through one controller loses access at a share that watches
-// the other within 2 s.
+// to the other; the bundles and the agents learn every controller. Two
+// mounts (window; callback with write-back) keep working with no failed
+// operation (reads, stats, listings, creates, renames) while the etcd
+// leader is killed, then the controller they talk to, and both come back;
+// users, ACL entries and files put into a second share through the CLI
+// meanwhile are all there if acknowledged. A user revoked through one
+// controller loses access at a share that watches the other within 2 s.
 func TestControllerTier(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	dir := t.TempDir()
@@ -63,17 +65,56 @@ func TestControllerTier(t *testing.T) {
 	if got := append([]string{bundle.Controller}, bundle.Controllers...); !strings.Contains(strings.Join(got, ","), addrA) || !strings.Contains(strings.Join(got, ","), addrB) {
 		t.Fatalf("bob's bundle names %v, want both controllers", got)
 	}
-	w := newCtrlWorkload(t, d, "window") // share alpha, registered through B
+	// Two agents on share alpha (the default mode, and callback with
+	// write-back), registered through B; share beta is written through
+	// the CLI.
+	w := newCtrlWorkload(t, d, "window", "callback")
+	beta := d.addShare("beta")
 	d.pando(adminA, "acl", "set", "/uva/alpha", "bob", "rl").ok()
 	putTestFile(t, filepath.Join(w.root, "s.txt"), "secret")
+	src := filepath.Join(dir, "put.txt")
+	putTestFile(t, src, "put through the CLI")
 
+	// Besides the workload's reads and writes, each round renames the
+	// file just written, and every fourth one asks the controllers for a
+	// change through the CLI (a user, an ACL entry, a file put into
+	// beta), alternating: each one acknowledged must be in force at the
+	// end.
+	var users, acls, puts, renamed []string
+	n := 0
 	run := func(what string, dur time.Duration) {
 		t0 := time.Now()
-		for i := 0; time.Since(t0) < dur; i++ {
-			w.round(i)
+		for ; time.Since(t0) < dur; n++ {
+			w.round(n)
+			for _, m := range w.modes {
+				dir := filepath.Join(w.agents[m].dir, "uva", "alpha")
+				from, to := fmt.Sprintf("%s-%d", m, n), fmt.Sprintf("moved-%s-%d", m, n)
+				w.ops++
+				if err := os.Rename(filepath.Join(dir, from), filepath.Join(dir, to)); err != nil {
+					w.failed = append(w.failed, fmt.Sprintf("%s agent, round %d, rename of %s: %v", m, n, from, err))
+				} else {
+					renamed = append(renamed, m+" "+to)
+				}
+			}
+			name := fmt.Sprintf("u%d", n)
+			switch n % 12 {
+			case 0:
+				if d.pando(adminB, "user", "add", name, "-o", filepath.Join(dir, name+".json")).code == 0 {
+					users = append(users, name)
+				}
+			case 4:
+				if d.pando(adminB, "acl", "set", "/uva/alpha", name, "r").code == 0 {
+					acls = append(acls, name)
+				}
+			case 8:
+				if d.pando(adminB, "put", src, "/uva/beta/"+name).code == 0 {
+					puts = append(puts, name)
+				}
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Logf("%s: %d operations so far, %d failed", what, w.ops, len(w.failed))
+		t.Logf("%s: %d operations so far, %d failed; acknowledged: %d users, %d ACL entries, %d puts, %d renames",
+			what, w.ops, len(w.failed), len(users), len(acls), len(puts), len(renamed))
 	}
 	run("both up", 2*time.Second)
 	leader := c.Leader()
@@ -89,6 +130,36 @@ func TestControllerTier(t *testing.T) {
 	ctrlB, _ = d.startController("ctrl-b", c.URL(), addrB) // at its address
 	run("both back", 3*time.Second)
 	w.check(0, 0)
+
+	// Nothing acknowledged is lost.
+	userList := d.pando(adminA, "user", "ls").ok().stdout
+	for _, u := range users {
+		if !regexp.MustCompile(`(?m)^` + u + `\b`).MatchString(userList) {
+			t.Errorf("user %s was added (acknowledged) and is not listed", u)
+		}
+	}
+	aclOut := d.pando(adminA, "acl", "get", "/uva/alpha").ok().stdout
+	for _, u := range acls {
+		if !regexp.MustCompile(`\b` + u + `\s+r\b`).MatchString(aclOut) {
+			t.Errorf("ACL entry %s r on /uva/alpha was set (acknowledged) and is not in force:\n%s", u, aclOut)
+		}
+	}
+	for _, p := range puts {
+		if got, err := os.ReadFile(filepath.Join(beta, p)); err != nil || string(got) != "put through the CLI" {
+			t.Errorf("/uva/beta/%s was put (acknowledged) and is %q at the share (%v)", p, got, err)
+		}
+	}
+	w.agents["callback"].unmount(t) // it sends what it kept back
+	for _, r := range renamed {
+		m, to, _ := strings.Cut(r, " ")
+		from := strings.Replace(to, "moved-", "", 1)
+		if got, err := os.ReadFile(filepath.Join(w.root, to)); err != nil || string(got) != "written "+from {
+			t.Errorf("%s agent: %s at the share is %q (%v)", m, to, got, err)
+		}
+	}
+	if len(users) == 0 || len(acls) == 0 || len(puts) == 0 {
+		t.Errorf("acknowledged %d users, %d ACL entries, %d puts: the CLI made no change through the faults", len(users), len(acls), len(puts))
+	}
 
 	// A's metrics say the same.
 	metrics := regexp.MustCompile(`metrics at (\S+)`).FindStringSubmatch(ctrlA.output())
