@@ -76,7 +76,7 @@ func TestCheckCert(t *testing.T) {
 		say  string
 	}{
 		{now, OK, "valid until"},
-		{now.Add(20 * 24 * time.Hour), Warn, "in 9 days"},
+		{now.Add(20 * 24 * time.Hour), Warn, "days: ask"},
 		{now.Add(31 * 24 * time.Hour), Fail, "expired"},
 		{now.Add(-2 * time.Hour), Fail, "clock is behind"},
 	} {
