@@ -31,6 +31,7 @@ type poller struct {
 	polls      uint64
 	first      chan struct{} // closed when the first poll was answered, or failed
 	firstOnce  sync.Once
+	done       chan struct{} // closed when run returns
 }
 
 // pollerFor returns the running poller for the share behind p, starting
@@ -46,7 +47,7 @@ func (v *FS) pollerFor(ctx context.Context, p string, pol Consistency) *poller {
 		return pl
 	}
 	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: pol.Period, callback: pol.Mode == Callback,
-		first: make(chan struct{})}
+		first: make(chan struct{}), done: make(chan struct{})}
 	v.pollers[loc.Share] = pl
 	go pl.run()
 	return pl
@@ -123,6 +124,7 @@ func (pl *poller) staleness(now time.Time) time.Duration {
 }
 
 func (pl *poller) run() {
+	defer close(pl.done)
 	if pl.callback {
 		pl.listen()
 		return
@@ -161,6 +163,25 @@ func (pl *poller) listen() {
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
+	}
+}
+
+// goodbye ends a callback session at the share: once the long poll in
+// flight has returned, one last poll with no wait and no lease
+// acknowledges everything and tells the share that this agent trusts
+// nothing any more, so that its changes and recalls stop waiting for this
+// session (otherwise they would wait for its lease to run out).
+func (pl *poller) goodbye(ctx context.Context) {
+	select {
+	case <-pl.done:
+	case <-ctx.Done():
+		return
+	}
+	pl.mu.Lock()
+	since := pl.since
+	pl.mu.Unlock()
+	if _, err := pl.v.c.GetInvWait(ctx, pl.gpath, since, 0, 0, 0); err != nil {
+		pl.v.log.Debug("ending the callback session failed; the share waits out its lease", "share", pl.share, "err", err)
 	}
 }
 
