@@ -44,7 +44,8 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 		Example: `  pando bench read --quick
   pando bench wan --rtt 40ms --rate 200mbit --plot plots/
   pando bench all --json results.json --plot plots/`,
-		Args: cobra.MinimumNArgs(1),
+		Args:      cobra.MinimumNArgs(1),
+		ValidArgs: append(bench.Names(), "all"), // for shell completion
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var todo []bench.Scenario
 			for _, name := range args {
