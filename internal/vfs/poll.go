@@ -172,6 +172,9 @@ func (pl *poller) listen() {
 // nothing any more, so that its changes and recalls stop waiting for this
 // session (otherwise they would wait for its lease to run out).
 func (pl *poller) goodbye(ctx context.Context) {
+	if pl.v.c.DownErr(pl.share) != nil {
+		return // it cannot be told; it waits out the lease, as for a crash
+	}
 	select {
 	case <-pl.done:
 	case <-ctx.Done():
