@@ -166,26 +166,34 @@ func (pl *poller) listen() {
 	}
 }
 
-// goodbye ends a callback session at the share: once the long poll in
-// flight has returned, one last poll with no wait and no lease
-// acknowledges everything and tells the share that this agent trusts
-// nothing any more, so that its changes and recalls stop waiting for this
-// session (otherwise they would wait for its lease to run out).
+// goodbye ends a callback session at the share: a poll with no wait and
+// no lease acknowledges everything and tells the share that this agent
+// trusts nothing any more, so that changes and recalls stop waiting for
+// this session (otherwise they would wait for its lease to run out). The
+// share then ends the long poll it holds for the session; once that has
+// returned, the goodbye is said again, in case the poller had sent another
+// long poll meanwhile.
 func (pl *poller) goodbye(ctx context.Context) {
 	if pl.v.c.DownErr(pl.share) != nil {
 		return // it cannot be told; it waits out the lease, as for a crash
+	}
+	say := func() error {
+		pl.mu.Lock()
+		since := pl.since
+		pl.mu.Unlock()
+		_, err := pl.v.c.GetInvWait(ctx, pl.gpath, since, 0, 0, 0)
+		return err
+	}
+	if err := say(); err != nil {
+		pl.v.log.Debug("ending the callback session failed; the share waits out its lease", "share", pl.share, "err", err)
+		return
 	}
 	select {
 	case <-pl.done:
 	case <-ctx.Done():
 		return
 	}
-	pl.mu.Lock()
-	since := pl.since
-	pl.mu.Unlock()
-	if _, err := pl.v.c.GetInvWait(ctx, pl.gpath, since, 0, 0, 0); err != nil {
-		pl.v.log.Debug("ending the callback session failed; the share waits out its lease", "share", pl.share, "err", err)
-	}
+	_ = say()
 }
 
 func (pl *poller) poll() error {
