@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/bench"
 )
@@ -19,7 +23,9 @@ func TestBenchQuick(t *testing.T) {
 	dir := t.TempDir()
 	js := filepath.Join(dir, "results.json")
 	plots := filepath.Join(dir, "plots")
-	res := runPando(t, "", "", "bench", "all", "--quick", "--rtt", "0,5ms", "--rate", "1gbit", "--json", js, "--plot", plots).ok()
+	// The suite takes about 100 s here: more than runPando's bound
+	// allows on a loaded machine.
+	res := runBench(t, 6*time.Minute, "bench", "all", "--quick", "--rtt", "0,5ms", "--rate", "1gbit", "--json", js, "--plot", plots).ok()
 	rep, err := bench.ReadJSON(js)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +58,9 @@ func TestBenchQuick(t *testing.T) {
 		}
 	}
 	checkLock(t, lock)
+	if !strings.Contains(res.stdout, "(--quick: small sizes, one run each") || strings.Contains(res.stdout, ".0 calls") {
+		t.Errorf("the table does not say it comes from a --quick run, or counts have decimals:\n%s", res.stdout)
+	}
 	pngs, _ := filepath.Glob(filepath.Join(plots, "*.png"))
 	svgs, _ := filepath.Glob(filepath.Join(plots, "*.svg"))
 	if len(pngs) == 0 || len(pngs) != len(svgs) {
@@ -72,6 +81,9 @@ func TestBenchQuick(t *testing.T) {
 		b, _ := os.ReadFile(p)
 		if !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), "</svg>") {
 			t.Errorf("%s: not an SVG", p)
+		}
+		if !strings.Contains(string(b), "--quick: one small run") {
+			t.Errorf("%s: a plot of a --quick run does not say so", p)
 		}
 	}
 	runPando(t, "", "", "bench", "nosuch").fails(2, "no benchmark scenario", "read")
@@ -110,6 +122,25 @@ func checkLock(t *testing.T, rows map[string]bench.Row) {
 	}
 }
 
+// runBench runs the CLI (no configuration) with a bound of its own.
+func runBench(t *testing.T, bound time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pandoBin, args...)
+	cmd.Dir = t.TempDir()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running pando: %v", err)
+	}
+	return result{t: t, args: args, stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
 // TestBenchMakeOrder runs make's modes in two orders and checks that each
 // mode's RPCs do not depend on the mode run before it: an agent that
 // stopped must leave nothing behind at the share (a callback session the
@@ -127,7 +158,7 @@ func TestBenchMakeOrder(t *testing.T) {
 	got := make([]map[string]map[string]uint64, len(orders))
 	for i, modes := range orders {
 		js := filepath.Join(dir, fmt.Sprintf("order%d.json", i))
-		res := runPando(t, "", "", "bench", "make", "--quick", "--modes", strings.Join(modes, ","), "--json", js).ok()
+		res := runBench(t, 3*time.Minute, "bench", "make", "--quick", "--modes", strings.Join(modes, ","), "--json", js).ok()
 		if strings.Contains(res.stdout, ".0 calls") {
 			t.Errorf("counts printed with decimals:\n%s", res.stdout)
 		}
