@@ -108,3 +108,30 @@ func TestDoctor(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorNoConfig: without a configuration, doctor still checks this
+// machine, fails the configuration check with the way to get one, and
+// skips the checks of the domain; it writes nothing.
+func TestDoctorNoConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := dir + "/none.json"
+	out, errOut, code := runDoctor(t, cfg)
+	if code != 1 {
+		t.Fatalf("doctor without a configuration: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	lines := doctorLines(t, out)
+	if l := lines["config"]; l[0] != "FAIL" || !strings.Contains(l[1], cfg) || !strings.Contains(l[1], "pando up") {
+		t.Errorf("config check: %q, want a FAIL naming %s and pando up", l[1], cfg)
+	}
+	for _, c := range []string{"certificate", "controller", "clock"} {
+		if l := lines[c]; l[0] != "skip" {
+			t.Errorf("%s check without a configuration: %q, want skip", c, l[1])
+		}
+	}
+	if l := lines["fuse"]; l[0] != "ok" {
+		t.Errorf("fuse check without a configuration: %q", l[1])
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("doctor wrote %d files", len(ents))
+	}
+}
