@@ -37,13 +37,15 @@ disk, the raw link) and the ratio of the two.
 
 Scenarios:
 ` + list.String() + `
---quick runs small sizes (all scenarios in about two minutes). --rtt and
+--quick runs small sizes, once each (all scenarios in about two minutes): a
+smoke test whose figures are marked as such. --rtt and
 --rate set the emulated link of the wan scenario (and the first --rtt that of
 make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 		Example: `  pando bench read --quick
   pando bench wan --rtt 40ms --rate 200mbit --plot plots/
   pando bench all --json results.json --plot plots/`,
-		Args: cobra.MinimumNArgs(1),
+		Args:      cobra.MinimumNArgs(1),
+		ValidArgs: append(bench.Names(), "all"), // for shell completion
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var todo []bench.Scenario
 			for _, name := range args {
@@ -84,6 +86,9 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 				if err != nil {
 					return fmt.Errorf("bench %s: %w", s.Name, err)
 				}
+				for i := range rows {
+					rows[i].Quick = quick
+				}
 				rep.Add(rows...)
 			}
 			if err := rep.Print(cmd.OutOrStdout()); err != nil {
@@ -105,10 +110,11 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "small sizes: every scenario in seconds")
+	f.BoolVar(&quick, "quick", false, "small sizes, once each (see above)")
 	f.StringVar(&jsonOut, "json", "", "write the raw results to this file")
 	f.StringVar(&plots, "plot", "", "write a plot (SVG and PNG) per scenario and metric to this folder")
-	f.DurationSliceVar(&rtts, "rtt", nil, "round-trip times for the wan scenario (default 0,10ms,40ms,80ms)")
+	f.DurationSliceVar(&rtts, "rtt", nil, "round-trip `times` of the emulated link, comma-separated (default: 0,10ms,40ms,80ms for wan and transfer; make, lock and recall take the first, else their own)")
+	f.Lookup("rtt").DefValue = "" // nil: each scenario's own, said above (pflag would add "(default [])")
 	f.StringVar(&rate, "rate", "1gbit", "rate cap per direction of the emulated link")
 	f.StringSliceVar(&modes, "modes", nil, "consistency modes for make and lock (default: each scenario's own list; MODE+back adds write mode back)")
 	return cmd

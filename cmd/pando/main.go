@@ -49,6 +49,7 @@ Then try:                         pando ls /local`,
 		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g),
 		newMountCmd(g), newStatsCmd(g), newCacheCmd(g),
 		newCpCmd(g), newWanCmd(), newBenchCmd(), newVersionCmd(), newAdminCmd(), newStatusCmd(g), newWaitCmd(g),
+		newDoctorCmd(g), newManCmd(),
 	)
 	return root
 }

@@ -36,7 +36,7 @@ var (
 	descShareRTT     = prometheus.NewDesc("pando_share_rtt_seconds", "Per share used: the smoothed round trip of its pings, which its deadlines follow.", []string{"share"}, nil)
 	descUnsent       = prometheus.NewDesc("pando_unsent_files", "Files whose data has not reached their share yet (kept back under a write delegation included), by the cause of the last failure to send them (an errno name such as ENOSPC or EHOSTUNREACH; none: no send failed yet).", []string{"cause"}, nil)
 	descUnsentBytes  = prometheus.NewDesc("pando_unsent_bytes", "Bytes of cache blocks holding data not yet at its share, of the files pando_unsent_files counts.", nil, nil)
-	descConflicts    = prometheus.NewDesc("pando_conflicts", "Conflicts met since the agent started (local versions kept beside the files).", nil, nil)
+	descConflicts    = prometheus.NewDesc("pando_conflicts_total", "Conflicts met since the agent started (local versions kept beside the files).", nil, nil)
 	descDelegs       = prometheus.NewDesc("pando_write_delegations", "Write delegations held now.", nil, nil)
 	descGranted      = prometheus.NewDesc("pando_write_delegations_granted_total", "Write delegations granted.", nil, nil)
 	descRecalls      = prometheus.NewDesc("pando_write_delegation_recalls_total", "Write delegations the shares recalled.", nil, nil)
@@ -105,7 +105,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descUnsent, float64(n), cause)
 	}
 	gauge(descUnsentBytes, float64(unsentBytes))
-	gauge(descConflicts, float64(len(a.v.Conflicts())))
+	counter(descConflicts, float64(len(a.v.Conflicts()))) // they only add up
 	collectController(a.cl.ControllerStatus(), gauge, counter)
 	if o.Write == vfs.WriteBack {
 		d := a.v.Delegations()

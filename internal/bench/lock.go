@@ -149,9 +149,9 @@ func runLock(ctx context.Context, o Options) ([]Row, error) {
 			Row{Scenario: "lock", Case: cs, Metric: "counter", Value: float64(r.counter), Unit: "updates",
 				Ref: "acquisitions", RefValue: float64(n), HigherBetter: true, Note: counterNote},
 			Row{Scenario: "lock", Case: cs, Metric: "consistency RPCs", Value: float64(sumOps(r.rpcs, consistencyOps)), Unit: "calls",
-				Note: opsNote(r.rpcs)},
+				Note: opsNote(onlyOps(r.rpcs, consistencyOps))},
 			Row{Scenario: "lock", Case: cs, Metric: "all RPCs", Value: float64(total), Unit: "calls",
-				Note: fmt.Sprintf("%d agents", p.agents)})
+				Note: fmt.Sprintf("%d agents: %s", p.agents, opsNote(r.rpcs))})
 	}
 	return rows, nil
 }

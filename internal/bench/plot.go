@@ -42,6 +42,8 @@ type bar struct {
 
 type chart struct {
 	title, unit, refName string
+	xLabel, yLabel       string // the axes' labels, the y axis's with its unit
+	quick                string // a note when the figures come from a --quick run
 	bars                 []bar
 	max                  float64
 	w                    int // width in pixels: wider for many bars
@@ -74,9 +76,25 @@ func (c chart) wrap(label string) []string {
 	return out
 }
 
+// caseAxes names what the cases of a scenario are, for the x axis.
+var caseAxes = map[string]string{
+	"make": "consistency mode", "lock": "consistency mode", "repo-update": "consistency mode",
+	"read": "file size", "readers": "concurrent readers",
+}
+
+// quickNote marks a plot of a --quick run.
+const quickNote = "--quick: one small run, not a measurement"
+
 func makeChart(rows []Row) chart {
-	c := chart{title: rows[0].Scenario + ": " + rows[0].Metric, unit: rows[0].Unit}
+	c := chart{title: rows[0].Scenario + ": " + rows[0].Metric, unit: rows[0].Unit,
+		xLabel: "case", yLabel: rows[0].Metric + " (" + rows[0].Unit + ")"}
+	if l, ok := caseAxes[rows[0].Scenario]; ok {
+		c.xLabel = l
+	}
 	for _, r := range rows {
+		if r.Quick {
+			c.quick = quickNote
+		}
 		b := bar{label: r.Case, val: r.Value, ref: r.RefValue, hasRef: r.Ref != ""}
 		if b.hasRef {
 			c.refName = r.Ref
@@ -135,13 +153,17 @@ func (c chart) svg() string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", c.w, plotH)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", marginL, esc(c.title))
+	if c.quick != "" {
+		fmt.Fprintf(&b, `<text x="%d" y="22" text-anchor="end" fill="#b22">%s</text>`+"\n", c.w-marginR, esc(c.quick))
+	}
 	for i := 0; i <= 4; i++ {
 		v := c.max / 1.12 * float64(i) / 4
 		y := c.y(v)
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", marginL, c.w-marginR, y, y)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginL-6, y+4, num(v))
 	}
-	fmt.Fprintf(&b, `<text x="14" y="%d" transform="rotate(-90 14 %d)" text-anchor="middle">%s</text>`+"\n", plotH/2, plotH/2, esc(c.unit))
+	fmt.Fprintf(&b, `<text x="14" y="%d" transform="rotate(-90 14 %d)" text-anchor="middle">%s</text>`+"\n", plotH/2, plotH/2, esc(c.yLabel))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-style="italic">%s</text>`+"\n", (marginL+c.w-marginR)/2, plotH-8, esc(c.xLabel))
 	for i, br := range c.bars {
 		x, w := c.geom(i)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#1f77b4"/>`+"\n", x, c.y(br.val), w, c.y(0)-c.y(br.val))
@@ -182,6 +204,10 @@ func (c chart) png(path string) error {
 		d.DrawString(s)
 	}
 	text(marginL, 22, c.title, false)
+	if c.quick != "" {
+		d := &font.Drawer{Face: basicfont.Face7x13}
+		text(float64(c.w-marginR-d.MeasureString(c.quick).Round()), 22, c.quick, false)
+	}
 	for i := 0; i <= 4; i++ {
 		v := c.max / 1.12 * float64(i) / 4
 		y := c.y(v)
@@ -189,7 +215,8 @@ func (c chart) png(path string) error {
 		s := num(v)
 		text(float64(marginL-8-7*len(s)), y+4, s, false)
 	}
-	text(4, float64(marginT-8), c.unit, false)
+	text(4, float64(marginT-4), c.yLabel, false)
+	text(float64(marginL+c.w-marginR)/2, float64(plotH-8), c.xLabel, true)
 	for i, br := range c.bars {
 		x, w := c.geom(i)
 		rect(x, c.y(br.val), x+w, c.y(0), colPando)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +22,11 @@ type Row struct {
 	// HigherBetter says how to read the ratio (throughput) or not (latency).
 	HigherBetter bool   `json:"higher_is_better"`
 	Note         string `json:"note,omitempty"`
+	// Quick: measured by a --quick run (small sizes, one run): a smoke
+	// test, not a figure to compare.
+	Quick bool `json:"quick,omitempty"`
+	// RPCs counts the requests by kind, for the rows that count them.
+	RPCs map[string]uint64 `json:"rpcs,omitempty"`
 }
 
 // Ratio is Value / RefValue (0 without a reference).
@@ -43,7 +49,9 @@ func (r *Report) Add(rows ...Row) { r.Rows = append(r.Rows, rows...) }
 func (r *Report) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tCASE\tMETRIC\tPANDO\tREFERENCE\tREF VALUE\tRATIO\tNOTE")
+	quick := false
 	for _, row := range r.Rows {
+		quick = quick || row.Quick
 		ref, ratio := "-", "-"
 		if row.Ref != "" {
 			ref = fmt.Sprintf("%s %s", num(row.RefValue), row.Unit)
@@ -52,7 +60,14 @@ func (r *Report) Print(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\n", row.Scenario, row.Case, row.Metric, num(row.Value), row.Unit,
 			orDash(row.Ref), ref, ratio, row.Note)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if quick {
+		_, err := fmt.Fprintln(w, "(--quick: small sizes, one run each; a smoke test, not figures to compare)")
+		return err
+	}
+	return nil
 }
 
 func orDash(s string) string {
@@ -62,8 +77,12 @@ func orDash(s string) string {
 	return s
 }
 
+// num renders a value: whole numbers (counts) as integers, others with
+// three significant digits.
 func num(v float64) string {
 	switch {
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return fmt.Sprintf("%.0f", v)
 	case v >= 100:
 		return fmt.Sprintf("%.0f", v)
 	case v >= 10:

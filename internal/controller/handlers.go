@@ -111,6 +111,7 @@ func (c *Controller) whoami(ctx context.Context, p *peer) (rpc.Reply, error) {
 		}
 		r.Groups = s.Groups
 	}
+	r.Now = time.Now().UnixNano()
 	return rpc.Reply{Msg: r}, nil
 }
 

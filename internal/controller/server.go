@@ -51,12 +51,11 @@ type Controller struct {
 	addr  string
 	admin string // path of the admin credential bundle
 
-	stop context.CancelFunc // ends the heartbeat and the watches
-	done chan struct{}      // closed by Close
-
+	stop      context.CancelFunc // ends the heartbeat and the watches
+	done      chan struct{}      // closed by Close
+	beats     chan struct{}      // closed once the heartbeat has ended
 	closeOnce sync.Once
-	closeErr  error
-	beats     chan struct{} // closed once the heartbeat has ended
+	closeErr  error // what Close returned
 
 	mu       sync.Mutex
 	watchers map[*watcher]struct{}
@@ -145,16 +144,18 @@ func (c *Controller) Domain() string { return c.keys.domain }
 // AdminBundlePath is where the administrator's credentials are.
 func (c *Controller) AdminBundlePath() string { return c.admin }
 
-// Close stops serving and closes the store.
+// Close stops serving and closes the store. Closing again does nothing
+// more (and returns the same error).
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
-		c.closeErr = c.rpc.Close()
+		err := c.rpc.Close()
 		c.stop()
 		close(c.done)
 		<-c.beats // it drops this controller's record from the registry
-		if err := c.st.Close(); c.closeErr == nil {
-			c.closeErr = err
+		if cerr := c.st.Close(); err == nil {
+			err = cerr
 		}
+		c.closeErr = err
 	})
 	return c.closeErr
 }

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ func TestBenchQuick(t *testing.T) {
 	js := filepath.Join(dir, "results.json")
 	plots := filepath.Join(dir, "plots")
 	// Every scenario, a few seconds each: minutes in all on a busy machine.
-	res := runPandoFor(t, 10*time.Minute, "", "", "bench", "all", "--quick", "--rtt", "0,5ms", "--rate", "1gbit", "--json", js, "--plot", plots).ok()
+	res := runBench(t, 10*time.Minute, "bench", "all", "--quick", "--rtt", "0,5ms", "--rate", "1gbit", "--json", js, "--plot", plots).ok()
 	rep, err := bench.ReadJSON(js)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +54,9 @@ func TestBenchQuick(t *testing.T) {
 		}
 	}
 	checkLock(t, lock)
+	if !strings.Contains(res.stdout, "(--quick: small sizes, one run each") || strings.Contains(res.stdout, ".0 calls") {
+		t.Errorf("the table does not say it comes from a --quick run, or counts have decimals:\n%s", res.stdout)
+	}
 	pngs, _ := filepath.Glob(filepath.Join(plots, "*.png"))
 	svgs, _ := filepath.Glob(filepath.Join(plots, "*.svg"))
 	if len(pngs) == 0 || len(pngs) != len(svgs) {
@@ -72,6 +77,9 @@ func TestBenchQuick(t *testing.T) {
 		b, _ := os.ReadFile(p)
 		if !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), "</svg>") {
 			t.Errorf("%s: not an SVG", p)
+		}
+		if !strings.Contains(string(b), "--quick: one small run") {
+			t.Errorf("%s: a plot of a --quick run does not say so", p)
 		}
 	}
 	runPando(t, "", "", "bench", "nosuch").fails(2, "no benchmark scenario", "read")
@@ -106,6 +114,79 @@ func checkLock(t *testing.T, rows map[string]bench.Row) {
 		}
 		if f := rows[mode+" fairness"].Value; f < 1.0/6-1e-9 || f > 1+1e-9 {
 			t.Errorf("lock %s: Jain's index %v out of [1/6, 1]", mode, f)
+		}
+	}
+}
+
+// runBench runs the CLI (no configuration) with a bound of its own.
+func runBench(t *testing.T, bound time.Duration, args ...string) result {
+	t.Helper()
+	return runPandoFor(t, bound, "", "", args...)
+}
+
+// TestBenchMakeOrder runs make's modes in two orders and checks that each
+// mode's RPCs do not depend on the mode run before it: an agent that
+// stopped must leave nothing behind at the share (a callback session the
+// next agent's changes wait for, a tree the share's watcher reports late)
+// that changes what the next one sends. Compared: the kinds of request
+// sent, and the counts the workload alone decides (creates, commits,
+// listings); getattr, getinv, open and close also depend on when the
+// share's watcher echoes the agent's own changes (one revalidation each,
+// docs/consistency.md) and on the kernel's caches, so they are not. No
+// time is compared: TestCloseEndsCallbackSession (vfs) checks the cause of
+// the order's cost, a callback session left open.
+func TestBenchMakeOrder(t *testing.T) {
+	dir := t.TempDir()
+	orders := [][]string{{"callback", "callback+back"}, {"callback+back", "callback"}}
+	got := make([]map[string]map[string]uint64, len(orders))
+	for i, modes := range orders {
+		js := filepath.Join(dir, fmt.Sprintf("order%d.json", i))
+		res := runBench(t, 3*time.Minute, "bench", "make", "--quick", "--modes", strings.Join(modes, ","), "--json", js).ok()
+		if strings.Contains(res.stdout, ".0 calls") {
+			t.Errorf("counts printed with decimals:\n%s", res.stdout)
+		}
+		rep, err := bench.ReadJSON(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = map[string]map[string]uint64{}
+		for _, row := range rep.Rows {
+			if row.Metric != "all RPCs" {
+				continue
+			}
+			if len(row.RPCs) == 0 {
+				t.Fatalf("make %s: no RPC counts in %+v", row.Case, row)
+			}
+			var sum uint64
+			for _, n := range row.RPCs {
+				sum += n
+			}
+			if float64(sum) != row.Value || !row.Quick {
+				t.Errorf("make %s: %v RPCs, the kinds add up to %d (quick %v)", row.Case, row.Value, sum, row.Quick)
+			}
+			got[i][row.Case] = row.RPCs
+		}
+	}
+	for _, mode := range orders[0] {
+		a, b := got[0][mode], got[1][mode]
+		if a == nil || b == nil {
+			t.Fatalf("mode %s missing from a run: %v / %v", mode, a, b)
+		}
+		kinds := func(m map[string]uint64) []string {
+			var out []string
+			for k := range m {
+				out = append(out, k)
+			}
+			slices.Sort(out)
+			return out
+		}
+		if !slices.Equal(kinds(a), kinds(b)) {
+			t.Errorf("make %s sends other kinds of request depending on the order: %v first, %v second", mode, kinds(a), kinds(b))
+		}
+		for _, k := range []string{"create", "commit", "readdir", "mkdir", "unlink", "rename", "write"} {
+			if a[k] != b[k] {
+				t.Errorf("make %s: %d %s requests run first, %d run second", mode, a[k], k, b[k])
+			}
 		}
 	}
 }

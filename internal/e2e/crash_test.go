@@ -444,6 +444,11 @@ func TestCrashConflictDirectoryGone(t *testing.T) {
 	if !strings.Contains(string(out), "conflicts: 1") || !strings.Contains(string(out), "not kept beside it") {
 		t.Errorf("pando stats does not report the conflict:\n%s", out)
 	}
+	// The conflicts met since the agent started: a counter.
+	out, _ = exec.Command(pandoBin, "stats", "--metrics", "--cache-dir", a.cacheDir).Output()
+	if !strings.Contains(string(out), "# TYPE pando_conflicts_total counter\npando_conflicts_total 1\n") {
+		t.Errorf("the metrics do not count the conflict:\n%s", out)
+	}
 
 	// Once the directory is back, the local version goes there (at the
 	// next start here; a running agent tries again every minute).

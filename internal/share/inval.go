@@ -274,7 +274,13 @@ func (s *invSession) add(r invRec, capacity int) {
 func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.Duration) (paths []string, recalls []wire.Recall, stamp uint64, force, again bool) {
 	wait, lease = min(wait, maxWait), min(lease, maxLease)
 	deadline := time.Now().Add(wait)
-	for {
+	for first := true; ; first = false {
+		if !first && wait > 0 && t.ended(id) {
+			// The session ended its callbacks meanwhile (its agent
+			// stopped): this poll must not declare it a callback session
+			// again. Its answer goes nowhere.
+			return nil, nil, since, false, false
+		}
 		paths, stamp, force, again = t.poll(id, since, max, wait > 0, lease)
 		t.mu.Lock()
 		if !force {
@@ -316,6 +322,14 @@ func (t *invTable) longPoll(id string, since uint64, max int, wait, lease time.D
 	}
 }
 
+// ended reports whether session id is no callback session (any more).
+func (t *invTable) ended(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.sessions[id]
+	return s == nil || !s.callback
+}
+
 // poll returns the paths changed after since for session id.
 func (t *invTable) poll(id string, since uint64, max int, callback bool, lease time.Duration) (paths []string, stamp uint64, force, again bool) {
 	t.mu.Lock()
@@ -345,6 +359,9 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 			t.callbacks.Add(1)
 		} else {
 			t.callbacks.Add(-1)
+			// Its agent said goodbye (a poll without wait): wake its
+			// long poll still held, which then ends.
+			defer t.signal()
 		}
 	}
 	s.callback, s.lease = callback, lease

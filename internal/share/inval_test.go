@@ -154,3 +154,36 @@ func TestCallbackOwedAck(t *testing.T) {
 		t.Fatal("the change was not acknowledged")
 	}
 }
+
+// TestCallbackGoodbye: a poll without wait from a callback session (its
+// agent stopping) ends the session's callbacks: the long poll it still has
+// held returns without declaring it a callback session again, and a later
+// change of a path it held is recorded for it but recalls nothing and
+// waits for nobody.
+func TestCallbackGoodbye(t *testing.T) {
+	tab := newInvTable(time.Now)
+	lease := 3 * time.Second
+	_, _, s0, _, _ := tab.longPoll("a", 0, 0, time.Millisecond, lease)
+	tab.hold("a", "x")
+	ended := make(chan struct{})
+	go func() {
+		tab.longPoll("a", s0, 0, 30*time.Second, lease)
+		close(ended)
+	}()
+	time.Sleep(20 * time.Millisecond) // the long poll is held
+	tab.poll("a", s0, 0, false, 0)    // goodbye
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long poll held for the session outlived its goodbye")
+	}
+	if !tab.ended("a") {
+		t.Fatal("the long poll declared the session a callback session again")
+	}
+	if _, recalled := tab.record("writer", "x"); len(recalled) != 0 {
+		t.Errorf("%d sessions recalled after the goodbye", len(recalled))
+	}
+	if paths, _, force, _ := tab.poll("a", s0, 0, false, 0); force || len(paths) != 1 || paths[0] != "x" {
+		t.Errorf("the session after its goodbye: paths %v, force %v; want x, no force", paths, force)
+	}
+}

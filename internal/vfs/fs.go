@@ -82,16 +82,37 @@ func (v *FS) notifyKernel(g string) {
 	}
 }
 
-// Close stops the pollers.
+// Close stops the pollers, and ends the callback sessions at their
+// shares (bounded by goodbyeBound).
 func (v *FS) Close() {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	select {
 	case <-v.quit:
+		v.mu.Unlock()
+		return
 	default:
 		close(v.quit)
 	}
+	var pls []*poller
+	for _, pl := range v.pollers {
+		if pl.callback {
+			pls = append(pls, pl)
+		}
+	}
+	v.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), goodbyeBound)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, pl := range pls {
+		wg.Go(func() { pl.goodbye(ctx) })
+	}
+	wg.Wait()
 }
+
+// goodbyeBound bounds Close's wait for the long polls in flight (each
+// returns within callbackWait) and the last polls that end the callback
+// sessions.
+const goodbyeBound = 2*callbackWait + time.Second
 
 // freshFor applies p's consistency mode to an entry fetched at t.
 func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {

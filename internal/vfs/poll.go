@@ -31,6 +31,7 @@ type poller struct {
 	polls      uint64
 	first      chan struct{} // closed when the first poll was answered, or failed
 	firstOnce  sync.Once
+	done       chan struct{} // closed when run returns
 }
 
 // pollerFor returns the running poller for the share behind p, starting
@@ -46,7 +47,7 @@ func (v *FS) pollerFor(ctx context.Context, p string, pol Consistency) *poller {
 		return pl
 	}
 	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: pol.Period, callback: pol.Mode == Callback,
-		first: make(chan struct{})}
+		first: make(chan struct{}), done: make(chan struct{})}
 	v.pollers[loc.Share] = pl
 	go pl.run()
 	return pl
@@ -123,6 +124,7 @@ func (pl *poller) staleness(now time.Time) time.Duration {
 }
 
 func (pl *poller) run() {
+	defer close(pl.done)
 	if pl.callback {
 		pl.listen()
 		return
@@ -162,6 +164,36 @@ func (pl *poller) listen() {
 			}
 		}
 	}
+}
+
+// goodbye ends a callback session at the share: a poll with no wait and
+// no lease acknowledges everything and tells the share that this agent
+// trusts nothing any more, so that changes and recalls stop waiting for
+// this session (otherwise they would wait for its lease to run out). The
+// share then ends the long poll it holds for the session; once that has
+// returned, the goodbye is said again, in case the poller had sent another
+// long poll meanwhile.
+func (pl *poller) goodbye(ctx context.Context) {
+	if pl.v.c.DownErr(pl.share) != nil {
+		return // it cannot be told; it waits out the lease, as for a crash
+	}
+	say := func() error {
+		pl.mu.Lock()
+		since := pl.since
+		pl.mu.Unlock()
+		_, err := pl.v.c.GetInvWait(ctx, pl.gpath, since, 0, 0, 0)
+		return err
+	}
+	if err := say(); err != nil {
+		pl.v.log.Debug("ending the callback session failed; the share waits out its lease", "share", pl.share, "err", err)
+		return
+	}
+	select {
+	case <-pl.done:
+	case <-ctx.Done():
+		return
+	}
+	_ = say()
 }
 
 func (pl *poller) poll() error {

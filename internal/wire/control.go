@@ -167,4 +167,8 @@ type WhoAmIResp struct {
 	Principal string   `cbor:"1,keyasint"`
 	Domain    string   `cbor:"2,keyasint"`
 	Groups    []string `cbor:"3,keyasint,omitempty"`
+	// Now is the controller's clock when it answered, unix nanoseconds
+	// (0 from controllers before it was added): pando doctor compares it
+	// with the client's to find clock skew.
+	Now int64 `cbor:"4,keyasint,omitempty"`
 }
