@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func TestNewcomerMistakes(t *testing.T) {
 	full := t.TempDir()
 	putTestFile(t, filepath.Join(full, "keep.txt"), "mine")
 
-	for _, tc := range []struct {
+	mistakes := []struct {
 		name  string
 		args  []string
 		code  int
@@ -43,7 +44,8 @@ func TestNewcomerMistakes(t *testing.T) {
 			[]string{"in use by another pando process by PID", "--state"}, nil},
 		{"a controller on a port in use", []string{"controller", "--state", t.TempDir(), "--domain", "x", "--listen", d.addr}, 1,
 			[]string{d.addr, "held by PID", "--listen"}, nil},
-	} {
+	}
+	for _, tc := range mistakes {
 		t.Run(strings.ReplaceAll(tc.name, " ", "-"), func(t *testing.T) {
 			r := runPando(t, "", d.admin, tc.args...).fails(tc.code, tc.want...)
 			t.Log(strings.TrimSpace(r.stderr))
@@ -54,6 +56,31 @@ func TestNewcomerMistakes(t *testing.T) {
 			}
 		})
 	}
+	// The same session at a terminal (a pseudo-terminal, as a newcomer
+	// types it): the same sentences, and no internal name in anything
+	// printed, progress included; a copy that works shows its progress.
+	for _, tc := range mistakes {
+		out, code := inTerminal(t, d.admin, tc.args...)
+		if code == 0 {
+			t.Errorf("at a terminal, %s succeeded", tc.name)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("at a terminal, %s: %q does not mention %q", tc.name, out, w)
+			}
+		}
+		for _, n := range append(tc.never, ".pando-") {
+			if strings.Contains(out, n) {
+				t.Errorf("at a terminal, %s names %q: %s", tc.name, n, out)
+			}
+		}
+	}
+	out, code := inTerminal(t, d.admin, "cp", big, "pando://uva/software/big")
+	if code != 0 || strings.Contains(out, ".pando-") || !strings.Contains(out, "9.0 MiB / 9.0 MiB") {
+		t.Errorf("a copy at a terminal (exit %d) printed: %q", code, out)
+	}
+	runPando(t, "", d.admin, "rm", "/uva/software/big").ok()
+
 	// Nothing left behind by the refusals.
 	if ents, _ := os.ReadDir(root); len(ents) != 1 {
 		t.Errorf("the share holds %d entries after the refused copies", len(ents))
@@ -71,4 +98,25 @@ func TestNewcomerMistakes(t *testing.T) {
 	if _, err := os.ReadDir(filepath.Join(a.dir, "uva", "software")); err != nil {
 		t.Errorf("the first mount after a second was refused: %v", err)
 	}
+}
+
+// inTerminal runs pando with cfg and args on a pseudo-terminal (util-linux
+// script), as a person at a terminal would, and returns everything it
+// printed there and its exit code.
+func inTerminal(t *testing.T, cfg string, args ...string) (string, int) {
+	t.Helper()
+	line := shellQuote(pandoBin) + " --config " + shellQuote(cfg)
+	for _, a := range args {
+		line += " " + shellQuote(a)
+	}
+	cmd := exec.Command("script", "-qefc", line, "/dev/null")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("script: %v", err)
+	}
+	return string(out), code
 }
