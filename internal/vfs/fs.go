@@ -63,6 +63,13 @@ type FS struct {
 	started       time.Time // when this run began (see validated)
 	// notify, if set, tells the kernel to forget a path (set by the edge).
 	notify func(g string)
+
+	// Listings being fetched (see listShared), and those to fetch ahead
+	// of a walk (see listAhead).
+	listing     map[string]*listFlight
+	aheadQ      chan aheadJob
+	aheadStart  sync.Once
+	listedAhead atomic.Uint64
 }
 
 // SetNotifier lets the edge drop the kernel's cached entry for a path
@@ -91,18 +98,6 @@ func (v *FS) Close() {
 	default:
 		close(v.quit)
 	}
-}
-
-// freshFor applies p's consistency mode to an entry fetched at t.
-func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {
-	if pol.Mode != Poll && pol.Mode != Callback {
-		return pol.fresh(t, time.Now())
-	}
-	pl := v.pollerFor(ctx, p, pol)
-	if pl == nil {
-		return false
-	}
-	return pl.fresh(t, time.Now())
 }
 
 func (v *FS) openingAdd(h *Handle) {
@@ -162,7 +157,8 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 		known: make(map[string]attrEntry), knownDirs: make(map[string]dirEntry),
 		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
-		asking: make(map[delegFile]*askingDeleg), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
+		asking: make(map[delegFile]*askingDeleg), listing: make(map[string]*listFlight),
+		aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
 	c.SetHealthHook(v.logHealth)
 	return v
 }

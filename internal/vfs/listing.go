@@ -126,18 +126,25 @@ func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
 }
 
 // listParentMax is the size of the largest directory (as stat gives it:
-// about 100 entries a 4 KiB block) that listParent lists.
-const listParentMax = 32 << 10
+// about 100 entries a 4 KiB block) that listParent lists when its listing
+// was never fetched, and that is listed ahead (see meta.go).
+const listParentMax = 256 << 10
+
+// listRevalidateMax is the largest listing (in entries) that is fetched
+// again to revalidate the attributes of one of its entries.
+const listRevalidateMax = 4096
 
 // listParent lists p's directory instead of asking for p's attributes
-// alone, when the directory is small and its listing not cached: a lookup
-// that misses (a compiler searching its include path) or a sibling looked
-// up next (make stat'ing every header) then costs no round trip more. It
-// reports whether the listing was fetched. Only under window and poll,
-// whose listings are trusted for a time; under callback a listing would
-// take a hold on the whole directory.
+// alone: one request then makes every sibling fresh again (a walk, make
+// stat'ing every header, a compiler searching its include path cost one
+// round trip per directory, not per file). It reports whether the listing
+// was fetched. The directory is listed when its listing was cached before
+// (of any age, at most listRevalidateMax entries), in every mode but
+// strict; or, under window and poll, when it is small and its listing was
+// never fetched (under callback that listing would take a hold on a whole
+// directory nobody listed).
 func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
-	if pol.Mode != Window && pol.Mode != Poll {
+	if pol.Mode == Strict {
 		return false
 	}
 	dir := path.Dir(p)
@@ -145,17 +152,29 @@ func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
 		return false
 	}
 	v.mu.Lock()
+	l, listed := v.dirs[dir]
 	d, ok := v.attrs[dir]
 	v.mu.Unlock()
-	if !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax {
+	switch {
+	case listed && len(l.entries) <= listRevalidateMax:
+	case pol.Mode != Window && pol.Mode != Poll:
+		return false
+	case !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax:
 		return false
 	}
-	_, err := v.ReadDir(ctx, dir)
+	_, err := v.readDir(ctx, dir, 0)
 	return err == nil
 }
 
 // ReadDir lists p with attributes, from the listing cache while fresh.
+// A listing fetched from the share has the listings of p's subdirectories
+// fetched ahead (listAhead): a walk goes there next.
 func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
+	return v.readDir(ctx, p, listAheadDepth)
+}
+
+// readDir is ReadDir, listing ahead depth levels of subdirectories.
+func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry, error) {
 	pol := v.opts.policy(p)
 	v.mu.Lock()
 	d, ok := v.dirs[p]
@@ -166,36 +185,40 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	if err := v.downErr(ctx, p); err != nil {
 		return v.staleListing(p, d, ok, err)
 	}
-	// A listing from before (this run or an earlier one) is still good if
-	// the directory has not changed since: its version says so, and
-	// checking that costs one getattr instead of the whole listing.
-	g := v.generation() // before the persisted listing is read: see forget
-	if l, found := v.persistedListing(p); found {
-		if pol.Mode == Immutable {
+	if pol.Mode == Immutable {
+		// Never revalidated: what an earlier run listed is still true.
+		if l, found := v.persistedListing(p); found {
 			v.mu.Lock()
 			v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
 			v.mu.Unlock()
 			return l.Entries, nil
 		}
-		if a, err := v.getAttr(ctx, p, false); err == nil && a.Version == l.Dir.Version && a.Ino == l.Dir.Ino {
-			v.mu.Lock()
-			if v.gen == g {
-				v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
-			}
-			v.mu.Unlock()
-			return l.Entries, nil
-		}
 	}
-	g = v.generation()
+	// A stale listing is fetched again whole, with the attributes of its
+	// entries: one request revalidates the directory and every entry in
+	// it (asking only whether the directory changed would leave each
+	// entry's attributes to be asked for on its own).
+	entries, err := v.listShared(ctx, p, pol, time.Time{})
+	if err != nil {
+		if unreachable(err) {
+			return v.staleListing(p, d, ok, err)
+		}
+		return nil, err
+	}
+	v.listAhead(p, entries, depth)
+	return entries, nil
+}
+
+// fetchListing asks the share for the listing of p with its entries'
+// attributes and caches both, unless an invalidation came meanwhile.
+func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wire.DirEntry, error) {
+	g := v.generation()
 	var fileMax, budget uint32
 	if pol.Mode == Poll || pol.Mode == Callback {
 		fileMax, budget = listDataFile, listDataBudget
 	}
 	entries, dirAttr, data, err := v.c.ReadDirData(ctx, p, fileMax, budget)
 	if err != nil {
-		if unreachable(err) {
-			return v.staleListing(p, d, ok, err)
-		}
 		return nil, err
 	}
 	for i := range entries {

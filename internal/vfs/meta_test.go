@@ -1,0 +1,143 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/testenv"
+)
+
+// walkTree makes dirs directories of files files each under root/t: t
+// holds three directories, each two more.
+func walkTree(t *testing.T, root string, files int) (dirs int) {
+	t.Helper()
+	var all []string
+	for i := range 3 {
+		d := filepath.Join(root, "t", fmt.Sprint("d", i))
+		all = append(all, d)
+		for j := range 2 {
+			all = append(all, filepath.Join(d, fmt.Sprint("e", j)))
+		}
+	}
+	all = append(all, filepath.Join(root, "t"))
+	for _, d := range all {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for k := range files {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprint("f", k, ".c")), []byte("int x;\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return len(all)
+}
+
+// walk does what find and stat do through the kernel: the attributes of
+// the top, then each directory's listing and the attributes of every
+// entry in it. It returns the files seen.
+func walk(ctx context.Context, t *testing.T, v *FS, p string) int {
+	t.Helper()
+	if _, err := v.GetAttr(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := v.ReadDir(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		kid := path.Join(p, e.Name)
+		a, err := v.GetAttr(ctx, kid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			n += walk(ctx, t, v, kid)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// A walk costs at most one listing per directory and no request per file
+// in window, poll and callback; a walk again at once costs nothing; under
+// window a walk after the window costs one listing per directory again,
+// not one request per file.
+func TestWalkRoundTripsPerDirectory(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	const files = 5
+	dirs := walkTree(t, root, files)
+	period := 2 * time.Second
+	for _, pol := range []Consistency{{Mode: Window, Period: period}, {Mode: Poll, Period: period}, {Mode: Callback}} {
+		t.Run(pol.String(), func(t *testing.T) {
+			v, c := newFSWith(t, d, client.Options{Streams: 1, Session: fmt.Sprint("walk-", pol.Mode)}, Options{Consistency: pol})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			v.Connect(ctx)
+			look := func(what string, maxListings uint64) {
+				t.Helper()
+				before := c.Counts()
+				if n := walk(ctx, t, v, "/uva/alpha/t"); n != dirs*files {
+					t.Fatalf("%s: saw %d files; want %d", what, n, dirs*files)
+				}
+				got := rpcsSince(c.Counts(), before)
+				if got["readdir"] > maxListings || got["getattr"]+got["fgetattr"] > 1 {
+					t.Errorf("%s: %v; want at most %d listings and one getattr (the top)", what, got, maxListings)
+				}
+			}
+			look("first walk", uint64(dirs))
+			look("walk again at once", 0)
+			if pol.Mode == Window {
+				time.Sleep(period + 200*time.Millisecond)
+				look("walk after the window", uint64(dirs))
+			}
+		})
+	}
+}
+
+// The attributes of a file that are no longer fresh are revalidated with
+// its directory's listing, which makes its siblings fresh too: stat'ing
+// every file of a directory costs one request, and sees a change made at
+// the share.
+func TestStaleAttrsRevalidatedByDirectory(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	dir := filepath.Join(root, "src")
+	os.MkdirAll(dir, 0o755)
+	for k := range 8 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprint("f", k)), []byte("x"), 0o644)
+	}
+	period := 300 * time.Millisecond
+	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Window, Period: period}})
+	ctx := context.Background()
+	if _, err := v.ReadDir(ctx, "/uva/alpha/src"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(period + 100*time.Millisecond)
+	if err := os.WriteFile(filepath.Join(dir, "f3"), []byte("longer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Counts()
+	for k := range 8 {
+		a, err := v.GetAttr(ctx, fmt.Sprint("/uva/alpha/src/f", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int64{true: 6, false: 1}[k == 3]; a.Size != want {
+			t.Errorf("f%d: size %d; want %d", k, a.Size, want)
+		}
+	}
+	if got := rpcsSince(c.Counts(), before); got["readdir"] != 1 || got["getattr"] != 0 {
+		t.Errorf("stat of 8 stale files of one directory: %v; want one readdir and no getattr", got)
+	}
+}
