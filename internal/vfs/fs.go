@@ -25,13 +25,13 @@ type FS struct {
 	opts  Options
 
 	mu    sync.Mutex
-	attrs map[string]attrEntry // by global path
-	dirs  map[string]dirEntry
+	attrs *lru[attrEntry] // by global path; bounded (Options.MetaEntries), used while freshFor says so
+	dirs  *lru[dirEntry]
 	// known keeps the last attributes and listings fetched of each path,
 	// which invalidations and this agent's own changes do not drop: what
 	// is served while the path's share is unreachable (see offline.go).
-	known     map[string]attrEntry
-	knownDirs map[string]dirEntry
+	known     *lru[attrEntry]
+	knownDirs *lru[dirEntry]
 	opened    map[string]uint64 // cache key -> version the kernel's page cache holds
 	// opening holds handles whose share handle is being opened, by path.
 	opening map[string]map[*Handle]struct{}
@@ -153,9 +153,12 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
-		known: make(map[string]attrEntry), knownDirs: make(map[string]dirEntry),
-		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
+	if opts.MetaEntries <= 0 {
+		opts.MetaEntries = DefaultMetaEntries
+	}
+	v := &FS{c: c, cache: ch, opts: opts, attrs: newLRU[attrEntry](opts.MetaEntries, nil),
+		known: newLRU[attrEntry](opts.MetaEntries, nil), knownDirs: newLRU(opts.MetaEntries, dirEntry.weight),
+		dirs: newLRU(opts.MetaEntries, dirEntry.weight), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
 		asking: make(map[delegFile]*askingDeleg), listing: make(map[string]*listFlight),
 		aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
@@ -191,10 +194,10 @@ func (v *FS) Key(ctx context.Context, p string, a wire.Attr) (string, error) {
 func (v *FS) forget(p string) {
 	v.mu.Lock()
 	v.gen++
-	delete(v.attrs, p)
-	delete(v.dirs, p)
-	delete(v.dirs, path.Dir(p))
-	delete(v.attrs, path.Dir(p))
+	v.attrs.del(p)
+	v.dirs.del(p)
+	v.dirs.del(path.Dir(p))
+	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaAttr, p, nil)
 	v.cache.PutMeta(cache.MetaDir, p, nil)
@@ -212,12 +215,13 @@ func (v *FS) forgetLinks(a wire.Attr) {
 	var names []string
 	v.mu.Lock()
 	v.gen++
-	for k, e := range v.attrs {
+	v.attrs.drop(func(k string, e attrEntry) bool {
 		if !e.neg && e.a.Ino == a.Ino {
-			delete(v.attrs, k)
 			names = append(names, k)
+			return true
 		}
-	}
+		return false
+	})
 	v.mu.Unlock()
 	for _, k := range names {
 		v.cache.PutMeta(cache.MetaAttr, k, nil)
@@ -228,18 +232,10 @@ func (v *FS) forgetLinks(a wire.Attr) {
 func (v *FS) forgetTree(p string) {
 	v.mu.Lock()
 	v.gen++
-	for k := range v.attrs {
-		if k == p || strings.HasPrefix(k, p+"/") {
-			delete(v.attrs, k)
-		}
-	}
-	for k := range v.dirs {
-		if k == p || strings.HasPrefix(k, p+"/") {
-			delete(v.dirs, k)
-		}
-	}
-	delete(v.dirs, path.Dir(p))
-	delete(v.attrs, path.Dir(p))
+	v.attrs.drop(func(k string, _ attrEntry) bool { return k == p || strings.HasPrefix(k, p+"/") })
+	v.dirs.drop(func(k string, _ dirEntry) bool { return k == p || strings.HasPrefix(k, p+"/") })
+	v.dirs.del(path.Dir(p))
+	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaAttr, p, nil)
 	v.cache.PutMeta(cache.MetaDir, p, nil)
@@ -276,8 +272,8 @@ func (v *FS) setIf(p string, a wire.Attr, ok func() bool) {
 		v.mu.Unlock()
 		return
 	}
-	v.attrs[p] = attrEntry{a: a, at: time.Now()}
-	v.known[p] = v.attrs[p]
+	v.attrs.put(p, attrEntry{a: a, at: time.Now()})
+	v.known.put(p, v.attrs.peek(p))
 	v.mu.Unlock()
 	v.persistAttr(p, a)
 }
@@ -324,7 +320,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, error) {
 	pol := v.opts.policy(p)
 	v.mu.Lock()
-	e, ok := v.attrs[p]
+	e, ok := v.attrs.get(p)
 	v.mu.Unlock()
 	if ok && v.freshFor(ctx, p, pol, e.at) {
 		if e.neg {
@@ -343,7 +339,7 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 	}
 	if v.listParent(ctx, p, pol) {
 		v.mu.Lock()
-		e, ok := v.attrs[p]
+		e, ok := v.attrs.get(p)
 		v.mu.Unlock()
 		if ok && !e.neg && v.freshFor(ctx, p, pol, e.at) {
 			return v.localAttr(p, e.a), nil
@@ -357,7 +353,7 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 		// the agent learnt is still true.
 		if a, found := v.persistedAttr(p); found {
 			v.mu.Lock()
-			v.attrs[p] = attrEntry{a: a, at: time.Now()}
+			v.attrs.put(p, attrEntry{a: a, at: time.Now()})
 			v.mu.Unlock()
 			return a, nil
 		}
@@ -371,9 +367,9 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 		if errors.Is(err, fs.ErrNotExist) && pol.Mode != Strict {
 			v.mu.Lock()
 			if v.gen == g {
-				v.attrs[p] = attrEntry{at: time.Now(), neg: true}
+				v.attrs.put(p, attrEntry{at: time.Now(), neg: true})
 			}
-			delete(v.known, p)
+			v.known.del(p)
 			v.mu.Unlock()
 		}
 		return wire.Attr{}, err
@@ -397,7 +393,7 @@ func (v *FS) KernelTimeout(p string) time.Duration {
 		return pol.KernelTimeout()
 	}
 	v.mu.Lock()
-	e, ok := v.attrs[p]
+	e, ok := v.attrs.get(p)
 	v.mu.Unlock()
 	if !ok {
 		return pol.Period
@@ -427,9 +423,9 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	// The path's cached attributes must not take the file back to the
 	// older version at the next open.
 	v.mu.Lock()
-	if e, ok := v.attrs[p]; ok && v.gen == g && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
-		v.attrs[p] = attrEntry{a: a, at: time.Now()}
-		v.known[p] = v.attrs[p]
+	if e, ok := v.attrs.get(p); ok && v.gen == g && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
+		v.attrs.put(p, attrEntry{a: a, at: time.Now()})
+		v.known.put(p, v.attrs.peek(p))
 	}
 	v.mu.Unlock()
 }

@@ -20,6 +20,9 @@ type dirEntry struct {
 	names   map[string]bool // the entries' names, made at the first lookup that needs them
 }
 
+// weight is what the listing counts for against Options.MetaEntries.
+func (d dirEntry) weight() int { return 1 + len(d.entries) }
+
 // has reports whether the listing names name.
 func (d *dirEntry) has(name string) bool {
 	if d.names == nil {
@@ -45,16 +48,16 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 	// All at once: a listing taken here and put back later could undo
 	// another change's drop of it (a rename into the directory).
 	v.mu.Lock()
-	l, listed := v.dirs[dir]
+	l, listed := v.dirs.get(dir)
 	v.gen++
-	delete(v.attrs, p)
-	delete(v.dirs, p)
-	delete(v.dirs, dir)
-	delete(v.attrs, dir)
+	v.attrs.del(p)
+	v.dirs.del(p)
+	v.dirs.del(dir)
+	v.attrs.del(dir)
 	own := v.drops == d
 	if own {
-		v.attrs[p] = attrEntry{a: a, at: time.Now()}
-		v.known[p] = v.attrs[p]
+		v.attrs.put(p, attrEntry{a: a, at: time.Now()})
+		v.known.put(p, v.attrs.peek(p))
 		if listed && (mode == Window || mode == Poll) {
 			entries := make([]wire.DirEntry, 0, len(l.entries)+1)
 			for _, e := range l.entries {
@@ -62,7 +65,7 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 					entries = append(entries, e)
 				}
 			}
-			v.dirs[dir] = dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at}
+			v.dirs.put(dir, dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at})
 		}
 	}
 	v.mu.Unlock()
@@ -104,23 +107,23 @@ func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
 	dir, name := path.Split(p)
 	dir = path.Clean(dir)
 	v.mu.Lock()
-	d, ok := v.dirs[dir]
+	d, ok := v.dirs.get(dir)
 	v.mu.Unlock()
 	if !ok || !v.freshFor(ctx, dir, pol, d.at) {
 		return false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	d, ok = v.dirs[dir]
+	d, ok = v.dirs.get(dir)
 	if !ok {
 		return false
 	}
 	has := d.has(name)
-	v.dirs[dir] = d
+	v.dirs.put(dir, d)
 	if !has {
 		// As old as the listing: the kernel's copy of the answer ends
 		// with the listing's window (KernelTimeout), not D after now.
-		v.attrs[p] = attrEntry{at: d.at, neg: true}
+		v.attrs.put(p, attrEntry{at: d.at, neg: true})
 	}
 	return !has
 }
@@ -152,8 +155,8 @@ func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
 		return false
 	}
 	v.mu.Lock()
-	l, listed := v.dirs[dir]
-	d, ok := v.attrs[dir]
+	l, listed := v.dirs.get(dir)
+	d, ok := v.attrs.get(dir)
 	v.mu.Unlock()
 	switch {
 	case listed && len(l.entries) <= listRevalidateMax:
@@ -177,7 +180,7 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry, error) {
 	pol := v.opts.policy(p)
 	v.mu.Lock()
-	d, ok := v.dirs[p]
+	d, ok := v.dirs.get(p)
 	v.mu.Unlock()
 	if ok && v.freshFor(ctx, p, pol, d.at) {
 		return d.entries, nil
@@ -189,7 +192,7 @@ func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry,
 		// Never revalidated: what an earlier run listed is still true.
 		if l, found := v.persistedListing(p); found {
 			v.mu.Lock()
-			v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
+			v.dirs.put(p, dirEntry{entries: l.Entries, at: time.Now()})
 			v.mu.Unlock()
 			return l.Entries, nil
 		}
@@ -242,15 +245,15 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wir
 		v.mu.Unlock()
 		return entries, nil
 	}
-	v.dirs[p] = dirEntry{entries: entries, at: now}
-	v.knownDirs[p] = v.dirs[p]
+	v.dirs.put(p, dirEntry{entries: entries, at: now})
+	v.knownDirs.put(p, v.dirs.peek(p))
 	for _, e := range entries {
 		kid := path.Join(p, e.Name)
-		if old, ok := v.attrs[kid]; e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
+		if old, ok := v.attrs.get(kid); e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
 			continue // never back to an older version
 		}
-		v.attrs[kid] = attrEntry{a: e.Attr, at: now}
-		v.known[kid] = v.attrs[kid]
+		v.attrs.put(kid, attrEntry{a: e.Attr, at: now})
+		v.known.put(kid, v.attrs.peek(kid))
 	}
 	v.mu.Unlock()
 	for _, e := range entries {

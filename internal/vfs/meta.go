@@ -52,7 +52,7 @@ type listFlight struct {
 func (v *FS) listShared(ctx context.Context, p string, pol Consistency, since time.Time) ([]wire.DirEntry, error) {
 	for {
 		v.mu.Lock()
-		if d, ok := v.dirs[p]; ok && !since.IsZero() && d.at.After(since) {
+		if d, ok := v.dirs.get(p); ok && !since.IsZero() && d.at.After(since) {
 			v.mu.Unlock()
 			return d.entries, nil
 		}
@@ -147,7 +147,7 @@ func (v *FS) aheadWorker() {
 func (v *FS) listAheadOne(j aheadJob) {
 	pol := v.opts.policy(j.p)
 	v.mu.Lock()
-	d, ok := v.dirs[j.p]
+	d, ok := v.dirs.get(j.p)
 	_, busy := v.listing[j.p]
 	v.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), listAheadTimeout)
