@@ -69,6 +69,9 @@ type FS struct {
 	listing     map[string]*listFlight
 	aheadQ      chan aheadJob
 	aheadStart  sync.Once
+	aheadCtx    context.Context // ended by Close
+	aheadStop   context.CancelFunc
+	aheadWG     sync.WaitGroup
 	listedAhead atomic.Uint64
 }
 
@@ -89,15 +92,18 @@ func (v *FS) notifyKernel(g string) {
 	}
 }
 
-// Close stops the pollers.
+// Close stops the pollers, and the listings fetched ahead (it waits for
+// those under way to end).
 func (v *FS) Close() {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	select {
 	case <-v.quit:
 	default:
 		close(v.quit)
 	}
+	v.mu.Unlock()
+	v.aheadStop()
+	v.aheadWG.Wait()
 }
 
 func (v *FS) openingAdd(h *Handle) {
@@ -162,6 +168,7 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
 		asking: make(map[delegFile]*askingDeleg), listing: make(map[string]*listFlight),
 		aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
+	v.aheadCtx, v.aheadStop = context.WithCancel(context.Background())
 	c.SetHealthHook(v.logHealth)
 	return v
 }

@@ -118,11 +118,9 @@ func (v *FS) listAhead(p string, entries []wire.DirEntry, depth int) {
 		if v.opts.policy(kid).Mode == Strict {
 			continue
 		}
-		v.aheadStart.Do(func() {
-			for range listAheadWorkers {
-				go v.aheadWorker()
-			}
-		})
+		if !v.aheadWorkers() {
+			return
+		}
 		select {
 		case v.aheadQ <- aheadJob{p: kid, depth: depth - 1, queued: time.Now()}:
 		default:
@@ -131,9 +129,29 @@ func (v *FS) listAhead(p string, entries []wire.DirEntry, depth int) {
 	}
 }
 
+// aheadWorkers starts the workers that list ahead, once, unless the file
+// system is closed; it reports whether they run.
+func (v *FS) aheadWorkers() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	select {
+	case <-v.quit:
+		return false
+	default:
+	}
+	v.aheadStart.Do(func() {
+		v.aheadWG.Add(listAheadWorkers)
+		for range listAheadWorkers {
+			go v.aheadWorker()
+		}
+	})
+	return true
+}
+
 // aheadWorker lists the directories queued ahead until the file system
 // is closed.
 func (v *FS) aheadWorker() {
+	defer v.aheadWG.Done()
 	for {
 		select {
 		case <-v.quit:
@@ -150,7 +168,7 @@ func (v *FS) listAheadOne(j aheadJob) {
 	d, ok := v.dirs.get(j.p)
 	_, busy := v.listing[j.p]
 	v.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), listAheadTimeout)
+	ctx, cancel := context.WithTimeout(v.aheadCtx, listAheadTimeout)
 	defer cancel()
 	if busy || ok && v.freshFor(ctx, j.p, pol, d.at) || v.isDown(ctx, j.p) {
 		return

@@ -12,6 +12,7 @@ import (
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/wire"
 )
 
 // walkTree makes dirs directories of files files each under root/t: t
@@ -139,5 +140,85 @@ func TestStaleAttrsRevalidatedByDirectory(t *testing.T) {
 	}
 	if got := rpcsSince(c.Counts(), before); got["readdir"] != 1 || got["getattr"] != 0 {
 		t.Errorf("stat of 8 stale files of one directory: %v; want one readdir and no getattr", got)
+	}
+}
+
+// Two callers that want the same listing share one request, unless an
+// invalidation came between them: then the second asks the share itself
+// (the first's answer may predate a change this agent has just made).
+func TestListingSharedUnlessInvalidated(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	os.WriteFile(filepath.Join(root, "real.c"), nil, 0o644)
+	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const p = "/uva/alpha"
+	pol := v.Policy(p)
+	flight := func() *listFlight {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		f := &listFlight{done: make(chan struct{}), gen: v.gen, entries: []wire.DirEntry{{Name: "shared.c"}}}
+		v.listing[p] = f
+		return f
+	}
+	f := flight()
+	time.AfterFunc(50*time.Millisecond, func() { close(f.done) })
+	before := c.Counts()
+	got, err := v.listShared(ctx, p, pol, time.Time{})
+	if err != nil || len(got) != 1 || got[0].Name != "shared.c" || rpcsSince(c.Counts(), before)["readdir"] != 0 {
+		t.Fatalf("a listing under way: got %v (%v), %v; want it shared, no request", got, err, rpcsSince(c.Counts(), before))
+	}
+	flight() // never ends
+	v.forget("/uva/alpha/other") // an invalidation
+	got, err = v.listShared(ctx, p, pol, time.Time{})
+	if err != nil || len(got) != 1 || got[0].Name != "real.c" || rpcsSince(c.Counts(), before)["readdir"] != 1 {
+		t.Fatalf("after an invalidation: got %v (%v), %v; want the share's listing, asked for", got, err, rpcsSince(c.Counts(), before))
+	}
+}
+
+// Listing a directory fetches the listings of its subdirectories, two
+// levels down, ahead of the walk: listing them then costs no request.
+// Not under strict.
+func TestListAhead(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	walkTree(t, root, 2)
+	for _, pol := range []Consistency{{Mode: Window, Period: time.Minute}, {Mode: Strict}} {
+		v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: pol})
+		ctx := context.Background()
+		if _, err := v.ReadDir(ctx, "/uva/alpha/t"); err != nil {
+			t.Fatal(err)
+		}
+		deep := "/uva/alpha/t/d2/e1"
+		if pol.Mode == Strict {
+			time.Sleep(200 * time.Millisecond)
+			if n := v.ListedAhead(); n != 0 {
+				t.Errorf("strict: %d listings fetched ahead", n)
+			}
+			continue
+		}
+		start := time.Now()
+		for {
+			v.mu.Lock()
+			_, ok := v.dirs.get(deep)
+			v.mu.Unlock()
+			if ok {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s not listed ahead", deep)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		before := c.Counts()
+		for _, p := range []string{"/uva/alpha/t/d0", "/uva/alpha/t/d1/e0", deep} {
+			if _, err := v.ReadDir(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := rpcsSince(c.Counts(), before); got["readdir"] != 0 {
+			t.Errorf("listings fetched ahead: %v to list them again", got)
+		}
 	}
 }
