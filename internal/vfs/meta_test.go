@@ -169,7 +169,7 @@ func TestListingSharedUnlessInvalidated(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Name != "shared.c" || rpcsSince(c.Counts(), before)["readdir"] != 0 {
 		t.Fatalf("a listing under way: got %v (%v), %v; want it shared, no request", got, err, rpcsSince(c.Counts(), before))
 	}
-	flight() // never ends
+	flight()                     // never ends
 	v.forget("/uva/alpha/other") // an invalidation
 	got, err = v.listShared(ctx, p, pol, time.Time{})
 	if err != nil || len(got) != 1 || got[0].Name != "real.c" || rpcsSince(c.Counts(), before)["readdir"] != 1 {
