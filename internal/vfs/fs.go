@@ -24,27 +24,13 @@ type FS struct {
 	cache *cache.Cache
 	opts  Options
 
-	mu    sync.Mutex
-	attrs *lru[attrEntry] // by global path; bounded (Options.MetaEntries), used while freshFor says so
-	dirs  *lru[dirEntry]
-	// known keeps the last attributes and listings fetched of each path,
-	// which invalidations and this agent's own changes do not drop: what
-	// is served while the path's share is unreachable (see offline.go).
-	known     *lru[attrEntry]
-	knownDirs *lru[dirEntry]
-	opened    map[string]uint64 // cache key -> version the kernel's page cache holds
+	mu sync.Mutex
+	// metaCache holds the attributes and listings, guarded by mu (see
+	// meta.go).
+	metaCache
+	opened map[string]uint64 // cache key -> version the kernel's page cache holds
 	// opening holds handles whose share handle is being opened, by path.
 	opening map[string]map[*Handle]struct{}
-	// gen counts invalidations: an answer fetched before one must not
-	// be cached after it (a lookup racing a rename would resurrect the
-	// old name).
-	gen uint64
-	// drops counts what shares told this agent to drop (recalls, polled
-	// invalidations); its own forgets do not count. The reply to a change
-	// of this agent's is cached only if nothing was dropped while the
-	// change was in flight: the drop may announce another agent's later
-	// change that the reply predates.
-	drops uint64
 
 	rp    replayState  // unsent data from before: replay, conflicts
 	fails sendFailures // why unsent data waits, per file (see unsent.go)
@@ -64,9 +50,7 @@ type FS struct {
 	// notify, if set, tells the kernel to forget a path (set by the edge).
 	notify func(g string)
 
-	// Listings being fetched (see listShared), and those to fetch ahead
-	// of a walk (see listAhead).
-	listing     map[string]*listFlight
+	// Listings to fetch ahead of a walk (see listAhead).
 	aheadQ      chan aheadJob
 	aheadStart  sync.Once
 	aheadCtx    context.Context // ended by Close
@@ -162,12 +146,9 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.MetaEntries <= 0 {
 		opts.MetaEntries = DefaultMetaEntries
 	}
-	v := &FS{c: c, cache: ch, opts: opts, attrs: newLRU[attrEntry](opts.MetaEntries, nil),
-		known: newLRU[attrEntry](opts.MetaEntries, nil), knownDirs: newLRU(opts.MetaEntries, dirEntry.weight),
-		dirs: newLRU(opts.MetaEntries, dirEntry.weight), opened: make(map[string]uint64),
+	v := &FS{c: c, cache: ch, opts: opts, metaCache: newMetaCache(opts.MetaEntries), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
-		asking: make(map[delegFile]*askingDeleg), listing: make(map[string]*listFlight),
-		aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
+		asking: make(map[delegFile]*askingDeleg), aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
 	v.aheadCtx, v.aheadStop = context.WithCancel(context.Background())
 	c.SetHealthHook(v.logHealth)
 	return v

@@ -20,6 +20,44 @@ import (
 // subdirectories of a directory just listed are fetched ahead, several at
 // once (listAhead): a walk lists them next.
 
+// metaCache is what the agent holds in memory of the namespace: the
+// attributes and listings of paths, each bounded (Options.MetaEntries,
+// least recently used dropped first: lru.go), with the counters that keep
+// an answer fetched before an invalidation from being cached after it. An
+// entry is used while its path's consistency mode trusts it (freshFor):
+// window=D for D after it was fetched, poll and callback while the
+// share's poller or lease vouches for it, immutable always, strict never.
+// FS.mu guards it.
+type metaCache struct {
+	attrs *lru[attrEntry] // by global path
+	dirs  *lru[dirEntry]
+	// known keeps the last attributes and listings fetched of each path,
+	// which invalidations and this agent's own changes do not drop: what
+	// is served while the path's share is unreachable (see offline.go).
+	known     *lru[attrEntry]
+	knownDirs *lru[dirEntry]
+	// gen counts invalidations: an answer fetched before one must not
+	// be cached after it (a lookup racing a rename would resurrect the
+	// old name).
+	gen uint64
+	// drops counts what shares told this agent to drop (recalls, polled
+	// invalidations); its own forgets do not count. The reply to a change
+	// of this agent's is cached only if nothing was dropped while the
+	// change was in flight: the drop may announce another agent's later
+	// change that the reply predates.
+	drops uint64
+	// listing holds the listings being fetched (see listShared).
+	listing map[string]*listFlight
+}
+
+// newMetaCache makes a metadata cache of at most max attributes, and
+// listings of at most max entries in all (each, for fresh and known).
+func newMetaCache(max int) metaCache {
+	return metaCache{attrs: newLRU[attrEntry](max, nil), dirs: newLRU(max, dirEntry.weight),
+		known: newLRU[attrEntry](max, nil), knownDirs: newLRU(max, dirEntry.weight),
+		listing: make(map[string]*listFlight)}
+}
+
 // freshFor applies p's consistency mode to an entry fetched at t.
 func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {
 	if pol.Mode != Poll && pol.Mode != Callback {
