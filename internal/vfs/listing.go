@@ -213,8 +213,11 @@ func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry,
 }
 
 // fetchListing asks the share for the listing of p with its entries'
-// attributes and caches both, unless an invalidation came meanwhile.
-func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wire.DirEntry, error) {
+// attributes and caches both, unless an invalidation came meanwhile. fill,
+// if not nil, puts the contents of small files the listing brought into
+// the block cache (fillListed): the caller runs it once it has handed the
+// listing on.
+func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) (_ []wire.DirEntry, fill func(), _ error) {
 	g := v.generation()
 	var fileMax, budget uint32
 	if pol.Mode == Poll || pol.Mode == Callback {
@@ -222,7 +225,7 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wir
 	}
 	entries, dirAttr, data, err := v.c.ReadDirData(ctx, p, fileMax, budget)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range entries {
 		entries[i].Data = false // said with the reply; not a property of the entry
@@ -231,7 +234,7 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wir
 	v.mu.Lock()
 	if v.gen != g {
 		v.mu.Unlock()
-		return entries, nil // changed while we listed: use it, keep nothing
+		return entries, nil, nil // changed while we listed: use it, keep nothing
 	}
 	v.mu.Unlock()
 	if dirAttr.Ino != 0 {
@@ -243,7 +246,7 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wir
 	v.mu.Lock()
 	if v.gen != g {
 		v.mu.Unlock()
-		return entries, nil
+		return entries, nil, nil
 	}
 	v.dirs.put(p, dirEntry{entries: entries, at: now})
 	v.knownDirs.put(p, v.dirs.peek(p))
@@ -263,8 +266,10 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) ([]wir
 			}
 		}
 	}
-	v.fillListed(ctx, p, entries, data, g)
-	return entries, nil
+	if len(data) == 0 {
+		return entries, nil, nil
+	}
+	return entries, func() { v.fillListed(ctx, p, entries, data, g) }, nil
 }
 
 // What a listing asks the share to bring of the small regular files in

@@ -99,13 +99,19 @@ func (v *FS) listShared(ctx context.Context, p string, pol Consistency, since ti
 			f = &listFlight{done: make(chan struct{}), gen: v.gen}
 			v.listing[p] = f
 			v.mu.Unlock()
-			f.entries, f.err = v.fetchListing(ctx, p, pol)
+			var fill func()
+			f.entries, fill, f.err = v.fetchListing(ctx, p, pol)
 			v.mu.Lock()
 			if v.listing[p] == f {
 				delete(v.listing, p)
 			}
 			v.mu.Unlock()
 			close(f.done)
+			if fill != nil {
+				// After those waiting have the listing: they
+				// need not wait for the cache's disk.
+				fill()
+			}
 			return f.entries, f.err
 		}
 		v.mu.Unlock()
