@@ -137,7 +137,7 @@ func (v *FS) listShared(ctx context.Context, p string, pol Consistency, since ti
 // would.
 const (
 	listAheadDepth   = 2
-	listAheadWorkers = 8
+	listAheadWorkers = 16
 	listAheadQueue   = 512
 	listAheadTimeout = 30 * time.Second
 )
