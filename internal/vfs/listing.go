@@ -130,8 +130,8 @@ func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
 
 // listParentMax is the size of the largest directory (as stat gives it:
 // about 100 entries a 4 KiB block) that listParent lists when its listing
-// was never fetched, and that is listed ahead (see meta.go).
-const listParentMax = 256 << 10
+// was never fetched.
+const listParentMax = 32 << 10
 
 // listRevalidateMax is the largest listing (in entries) that is fetched
 // again to revalidate the attributes of one of its entries.

@@ -131,7 +131,8 @@ func (v *FS) listShared(ctx context.Context, p string, pol Consistency, since ti
 // its subdirectories are fetched too, listAheadDepth levels down, at most
 // listAheadWorkers at once. Jobs beyond listAheadQueue waiting are
 // dropped (the walk lists those directories itself), and so are
-// directories larger than listParentMax, those whose listing is fresh or
+// directories larger than listAheadMax (as stat gives their size: about
+// 100 entries a 4 KiB block), those whose listing is fresh or
 // under way, and everything under strict. Under callback a listing
 // fetched ahead takes a hold on its directory, as the walk's own listing
 // would.
@@ -140,6 +141,7 @@ const (
 	listAheadWorkers = 16
 	listAheadQueue   = 512
 	listAheadTimeout = 30 * time.Second
+	listAheadMax     = 256 << 10
 )
 
 type aheadJob struct {
@@ -155,7 +157,7 @@ func (v *FS) listAhead(p string, entries []wire.DirEntry, depth int) {
 		return
 	}
 	for _, e := range entries {
-		if e.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR || e.Attr.Size > listParentMax {
+		if e.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR || e.Attr.Size > listAheadMax {
 			continue
 		}
 		kid := path.Join(p, e.Name)
