@@ -248,10 +248,19 @@ func (d *domain) pando(cfg string, args ...string) result {
 
 func runPando(t *testing.T, stdin, cfg string, args ...string) result {
 	t.Helper()
+	return runPandoWithin(t, 2*time.Minute, stdin, cfg, args...)
+}
+
+// runPandoWithin is runPando, killing pando after limit.
+func runPandoWithin(t *testing.T, limit time.Duration, stdin, cfg string, args ...string) result {
+	t.Helper()
 	full := append([]string{"--config", cfg}, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pandoBin, full...)
+	// Killed, it may leave processes it started holding its output open:
+	// do not wait for them.
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
