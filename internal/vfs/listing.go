@@ -18,6 +18,9 @@ type dirEntry struct {
 	entries []wire.DirEntry
 	at      time.Time
 	names   map[string]bool // the entries' names, made at the first lookup that needs them
+	// used: the listing was given to a caller (not only fetched ahead):
+	// once stale, it is worth fetching ahead again (see listAhead).
+	used bool
 }
 
 // weight is what the listing counts for against Options.MetaEntries.
@@ -183,6 +186,10 @@ func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry,
 	d, ok := v.dirs.get(p)
 	v.mu.Unlock()
 	if ok && v.freshFor(ctx, p, pol, d.at) {
+		v.usedListing(p)
+		// Listed ahead, its own subdirectories may not have been
+		// (the queue was full, or it was the last level).
+		v.listAhead(p, d.entries, depth)
 		return d.entries, nil
 	}
 	if err := v.downErr(ctx, p); err != nil {
@@ -208,8 +215,19 @@ func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry,
 		}
 		return nil, err
 	}
+	v.usedListing(p)
 	v.listAhead(p, entries, depth)
 	return entries, nil
+}
+
+// usedListing records that p's cached listing was given to a caller.
+func (v *FS) usedListing(p string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if d, ok := v.dirs.get(p); ok && !d.used {
+		d.used = true
+		v.dirs.put(p, d)
+	}
 }
 
 // fetchListing asks the share for the listing of p with its entries'

@@ -151,7 +151,12 @@ type aheadJob struct {
 }
 
 // listAhead queues the subdirectories of p (whose listing is entries) to
-// be listed ahead, each with depth-1 levels more below it.
+// be listed ahead, each with depth-1 levels more below it: those not
+// listed, or whose listing is stale and was used (a walk again), and is
+// not being fetched. One fetched ahead and never used is not fetched
+// again (`watch ls` of a directory does not keep its subdirectories'
+// listings fresh). A walk that finds a listing fetched ahead calls it
+// again, so that a level the queue had no room for is listed ahead then.
 func (v *FS) listAhead(p string, entries []wire.DirEntry, depth int) {
 	if depth <= 0 {
 		return
@@ -161,7 +166,15 @@ func (v *FS) listAhead(p string, entries []wire.DirEntry, depth int) {
 			continue
 		}
 		kid := path.Join(p, e.Name)
-		if v.opts.policy(kid).Mode == Strict {
+		pol := v.opts.policy(kid)
+		if pol.Mode == Strict {
+			continue
+		}
+		v.mu.Lock()
+		d, listed := v.dirs.get(kid)
+		_, busy := v.listing[kid]
+		v.mu.Unlock()
+		if busy || listed && (!d.used || v.freshFor(v.aheadCtx, kid, pol, d.at)) {
 			continue
 		}
 		if !v.aheadWorkers() {

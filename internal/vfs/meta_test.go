@@ -222,3 +222,50 @@ func TestListAhead(t *testing.T) {
 		}
 	}
 }
+
+// A listing fetched ahead and never used is not fetched ahead again once
+// stale (listing a directory over and over does not keep its
+// subdirectories' listings fresh); one a walk used is.
+func TestListAheadOnlyWhatWasUsed(t *testing.T) {
+	d := testenv.New(t, "uva")
+	root := d.AddShare("alpha")
+	walkTree(t, root, 1)
+	period := 300 * time.Millisecond
+	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Window, Period: period}})
+	ctx := context.Background()
+	settled := func() map[string]uint64 {
+		t.Helper()
+		before := c.Counts()
+		if _, err := v.ReadDir(ctx, "/uva/alpha/t"); err != nil {
+			t.Fatal(err)
+		}
+		// Let what was queued ahead be fetched.
+		for range 200 {
+			v.mu.Lock()
+			busy := len(v.listing) > 0 || len(v.aheadQ) > 0
+			v.mu.Unlock()
+			if !busy {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
+		return rpcsSince(c.Counts(), before)
+	}
+	if got := settled(); got["readdir"] < 4 {
+		t.Fatalf("first listing: %v; want it and its subdirectories' listed ahead", got)
+	}
+	time.Sleep(period + 100*time.Millisecond)
+	if got := settled(); got["readdir"] != 1 {
+		t.Errorf("listed again after the window: %v; want only the directory listed (its subdirectories were never used)", got)
+	}
+	for _, p := range []string{"/uva/alpha/t/d0", "/uva/alpha/t/d1"} {
+		if _, err := v.ReadDir(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(period + 100*time.Millisecond)
+	if got := settled(); got["readdir"] < 3 {
+		t.Errorf("listed again after a walk used d0 and d1: %v; want them listed ahead again", got)
+	}
+}
