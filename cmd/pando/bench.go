@@ -17,7 +17,7 @@ import (
 // newBenchCmd is `pando bench`: the seeds' experiments on this machine.
 func newBenchCmd() *cobra.Command {
 	var (
-		quick          bool
+		quick, big     bool
 		jsonOut, plots string
 		rtts           []time.Duration
 		rate           string
@@ -38,9 +38,9 @@ disk, the raw link) and the ratio of the two.
 Scenarios:
 ` + list.String() + `
 --quick runs small sizes, once each (all scenarios in about two minutes): a
-smoke test whose figures are marked as such. --rtt and
---rate set the emulated link of the wan scenario (and the first --rtt that of
-make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
+smoke test whose figures are marked as such. --rtt and --rate set the emulated
+link of the wan and walk scenarios (and the first --rtt that of make and lock).
+Mounting needs FUSE (/dev/fuse and fusermount3).`,
 		Example: `  pando bench read --quick
   pando bench wan --rtt 40ms --rate 200mbit --plot plots/
   pando bench all --json results.json --plot plots/`,
@@ -69,7 +69,7 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 					return cli.Usagef("--modes: %v", err)
 				}
 			}
-			o := bench.Options{Quick: quick, RTTs: rtts, Rate: bits, Modes: modes}
+			o := bench.Options{Quick: quick, Big: big, RTTs: rtts, Rate: bits, Modes: modes}
 			term := cli.IsTerminal(os.Stderr) && os.Getenv("CI") == ""
 			start := time.Now()
 			var rep bench.Report
@@ -111,6 +111,7 @@ make and lock). Mounting needs FUSE (/dev/fuse and fusermount3).`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "small sizes, once each (see above)")
+	f.BoolVar(&big, "big", false, "walk: a tree of 20,000 files in 2,000 directories (default 2,000 in 100)")
 	f.StringVar(&jsonOut, "json", "", "write the raw results to this file")
 	f.StringVar(&plots, "plot", "", "write a plot (SVG and PNG) per scenario and metric to this folder")
 	f.DurationSliceVar(&rtts, "rtt", nil, "round-trip `times` of the emulated link, comma-separated (default: 0,10ms,40ms,80ms for wan and transfer; make, lock and recall take the first, else their own)")

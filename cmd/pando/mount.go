@@ -25,6 +25,7 @@ type mountFlags struct {
 	consistency, write, offline            string
 	policies                               []string
 	readAhead                              int
+	metaEntries                            uint
 	debug, noPassthrough, nonEmpty         bool
 	metrics                                string
 	lendTo                                 []string
@@ -43,6 +44,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.maxUnsent, "max-unsent", "auto", "data not yet sent the cache accepts while a share cannot be reached (writes kept back under a write delegation), past which writes fail with EHOSTUNREACH; auto: a quarter of --cache-size (half of what the cache holds unsent before sending ahead, which also caps it)")
 	cmd.Flags().StringArrayVar(&f.policies, "policy", nil, "consistency for a path prefix, e.g. /uva/releases=immutable (repeatable)")
 	cmd.Flags().IntVar(&f.readAhead, "read-ahead", 0, "blocks kept in flight ahead of a sequential reader (0: 16, more on a path whose measured bandwidth-delay product asks for it, up to 64 MiB)")
+	cmd.Flags().UintVar(&f.metaEntries, "meta-entries", 0, "attributes, and entries of directory listings, kept in memory (each), the least recently used dropped first (0: 200,000, at most about 120 MiB)")
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
 	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security.md)")
@@ -112,6 +114,7 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 		return cfg, cli.Usagef("--write: %v", err)
 	}
 	cfg.VFS.ReadAhead = f.readAhead
+	cfg.VFS.MetaEntries = int(min(f.metaEntries, 1<<30))
 	if cfg.LendTo, err = mount.ParseLendTo(f.lendTo); err != nil {
 		return cfg, cli.Usagef("%v", err)
 	}

@@ -513,8 +513,12 @@ func (c *Cache) dropBlocksLocked(e *entry, from int64) {
 	}
 	if from == 0 && len(e.rec.Blocks) == 0 {
 		c.detach(e)
-		if f, err := c.file(e); err == nil {
-			_ = f.Truncate(0)
+		if e.f != nil {
+			_ = e.f.Truncate(0)
+		} else {
+			// Not created only to be emptied: a file the cache never
+			// held (the contents a listing brought) has none yet.
+			_ = os.Truncate(c.dataPath(e.key), 0)
 		}
 		c.doneFile(e)
 	}

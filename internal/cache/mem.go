@@ -14,6 +14,7 @@ type memLRU struct {
 	max, used int64
 	ll        *list.List
 	items     map[blockID]*list.Element
+	perKey    map[string]int // blocks held by file, so that dropFile of one with none costs nothing
 }
 
 type memItem struct {
@@ -22,7 +23,7 @@ type memItem struct {
 }
 
 func newMemLRU(max int64) *memLRU {
-	return &memLRU{max: max, ll: list.New(), items: make(map[blockID]*list.Element)}
+	return &memLRU{max: max, ll: list.New(), items: make(map[blockID]*list.Element), perKey: make(map[string]int)}
 }
 
 func (m *memLRU) size() int64 {
@@ -65,6 +66,7 @@ func (m *memLRU) put(id blockID, blk *block) {
 		m.ll.MoveToFront(el)
 	} else {
 		m.items[id] = m.ll.PushFront(&memItem{id, blk})
+		m.perKey[id.key]++
 		m.used += int64(len(blk.b))
 	}
 	for m.used > m.max {
@@ -94,6 +96,9 @@ func (m *memLRU) removeLocked(id blockID) {
 		m.used -= int64(len(it.blk.b))
 		m.ll.Remove(el)
 		delete(m.items, id)
+		if m.perKey[id.key]--; m.perKey[id.key] <= 0 {
+			delete(m.perKey, id.key)
+		}
 		it.blk.release()
 	}
 }
@@ -109,6 +114,9 @@ func punchHole(f *os.File, off, n int64) {
 func (m *memLRU) dropFile(key string, from int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.perKey[key] == 0 {
+		return
+	}
 	for id := range m.items {
 		if id.key == key && id.idx >= from {
 			m.removeLocked(id)

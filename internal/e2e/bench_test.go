@@ -32,7 +32,8 @@ func TestBenchQuick(t *testing.T) {
 		seen[row.Scenario]++
 		// Under a weak mode one agent may get every acquisition; no
 		// operation should fail without a controller.
-		if row.Value <= 0 && row.Metric != "consistency RPCs" && row.Metric != "acquisitions min" && row.Metric != "operations failed" {
+		// A walk again may cost no round trip at all.
+		if row.Value <= 0 && row.Metric != "consistency RPCs" && row.Metric != "acquisitions min" && row.Metric != "operations failed" && !strings.HasSuffix(row.Metric, "round trips") {
 			t.Errorf("%s %s %s: value %v", row.Scenario, row.Case, row.Metric, row.Value)
 		}
 		if row.Ref != "" && row.RefValue <= 0 {

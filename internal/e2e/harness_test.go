@@ -259,6 +259,9 @@ func runPandoFor(t *testing.T, limit time.Duration, stdin, cfg string, args ...s
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pandoBin, full...)
+	// Killed, it may leave processes it started holding its output open:
+	// do not wait for them.
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer

@@ -120,7 +120,7 @@ func (v *FS) keepBack(h *Handle) bool {
 	// kernel's clearing of setuid on a write, changed them).
 	base := h.attr
 	v.mu.Lock()
-	if k, ok := v.known[h.path]; ok && !k.neg && k.a.Ino == base.Ino && k.a.Version > base.Version {
+	if k, ok := v.known.get(h.path); ok && !k.neg && k.a.Ino == base.Ino && k.a.Version > base.Version {
 		base = k.a
 	}
 	v.mu.Unlock()

@@ -24,27 +24,13 @@ type FS struct {
 	cache *cache.Cache
 	opts  Options
 
-	mu    sync.Mutex
-	attrs map[string]attrEntry // by global path
-	dirs  map[string]dirEntry
-	// known keeps the last attributes and listings fetched of each path,
-	// which invalidations and this agent's own changes do not drop: what
-	// is served while the path's share is unreachable (see offline.go).
-	known     map[string]attrEntry
-	knownDirs map[string]dirEntry
-	opened    map[string]uint64 // cache key -> version the kernel's page cache holds
+	mu sync.Mutex
+	// metaCache holds the attributes and listings, guarded by mu (see
+	// meta.go).
+	metaCache
+	opened map[string]uint64 // cache key -> version the kernel's page cache holds
 	// opening holds handles whose share handle is being opened, by path.
 	opening map[string]map[*Handle]struct{}
-	// gen counts invalidations: an answer fetched before one must not
-	// be cached after it (a lookup racing a rename would resurrect the
-	// old name).
-	gen uint64
-	// drops counts what shares told this agent to drop (recalls, polled
-	// invalidations); its own forgets do not count. The reply to a change
-	// of this agent's is cached only if nothing was dropped while the
-	// change was in flight: the drop may announce another agent's later
-	// change that the reply predates.
-	drops uint64
 
 	rp    replayState  // unsent data from before: replay, conflicts
 	fails sendFailures // why unsent data waits, per file (see unsent.go)
@@ -63,6 +49,14 @@ type FS struct {
 	started       time.Time // when this run began (see validated)
 	// notify, if set, tells the kernel to forget a path (set by the edge).
 	notify func(g string)
+
+	// Listings to fetch ahead of a walk (see listAhead).
+	aheadQ      chan aheadJob
+	aheadStart  sync.Once
+	aheadCtx    context.Context // ended by Close
+	aheadStop   context.CancelFunc
+	aheadWG     sync.WaitGroup
+	listedAhead atomic.Uint64
 }
 
 // SetNotifier lets the edge drop the kernel's cached entry for a path
@@ -82,7 +76,8 @@ func (v *FS) notifyKernel(g string) {
 	}
 }
 
-// Close stops the pollers, and ends the callback sessions at their
+// Close stops the pollers and the listings fetched ahead (it waits for
+// those under way to end), and ends the callback sessions at their
 // shares (bounded by goodbyeBound).
 func (v *FS) Close() {
 	v.mu.Lock()
@@ -100,6 +95,8 @@ func (v *FS) Close() {
 		}
 	}
 	v.mu.Unlock()
+	v.aheadStop()
+	v.aheadWG.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), goodbyeBound)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -113,18 +110,6 @@ func (v *FS) Close() {
 // returns within callbackWait) and the last polls that end the callback
 // sessions.
 const goodbyeBound = 2*callbackWait + time.Second
-
-// freshFor applies p's consistency mode to an entry fetched at t.
-func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {
-	if pol.Mode != Poll && pol.Mode != Callback {
-		return pol.fresh(t, time.Now())
-	}
-	pl := v.pollerFor(ctx, p, pol)
-	if pl == nil {
-		return false
-	}
-	return pl.fresh(t, time.Now())
-}
 
 func (v *FS) openingAdd(h *Handle) {
 	m := v.opening[h.path]
@@ -179,11 +164,13 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &FS{c: c, cache: ch, opts: opts, attrs: make(map[string]attrEntry),
-		known: make(map[string]attrEntry), knownDirs: make(map[string]dirEntry),
-		dirs: make(map[string]dirEntry), opened: make(map[string]uint64),
+	if opts.MetaEntries <= 0 {
+		opts.MetaEntries = DefaultMetaEntries
+	}
+	v := &FS{c: c, cache: ch, opts: opts, metaCache: newMetaCache(opts.MetaEntries), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
-		asking: make(map[delegFile]*askingDeleg), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
+		asking: make(map[delegFile]*askingDeleg), aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
+	v.aheadCtx, v.aheadStop = context.WithCancel(context.Background())
 	c.SetHealthHook(v.logHealth)
 	return v
 }
@@ -216,10 +203,10 @@ func (v *FS) Key(ctx context.Context, p string, a wire.Attr) (string, error) {
 func (v *FS) forget(p string) {
 	v.mu.Lock()
 	v.gen++
-	delete(v.attrs, p)
-	delete(v.dirs, p)
-	delete(v.dirs, path.Dir(p))
-	delete(v.attrs, path.Dir(p))
+	v.attrs.del(p)
+	v.dirs.del(p)
+	v.dirs.del(path.Dir(p))
+	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaAttr, p, nil)
 	v.cache.PutMeta(cache.MetaDir, p, nil)
@@ -237,12 +224,13 @@ func (v *FS) forgetLinks(a wire.Attr) {
 	var names []string
 	v.mu.Lock()
 	v.gen++
-	for k, e := range v.attrs {
+	v.attrs.drop(func(k string, e attrEntry) bool {
 		if !e.neg && e.a.Ino == a.Ino {
-			delete(v.attrs, k)
 			names = append(names, k)
+			return true
 		}
-	}
+		return false
+	})
 	v.mu.Unlock()
 	for _, k := range names {
 		v.cache.PutMeta(cache.MetaAttr, k, nil)
@@ -253,18 +241,10 @@ func (v *FS) forgetLinks(a wire.Attr) {
 func (v *FS) forgetTree(p string) {
 	v.mu.Lock()
 	v.gen++
-	for k := range v.attrs {
-		if k == p || strings.HasPrefix(k, p+"/") {
-			delete(v.attrs, k)
-		}
-	}
-	for k := range v.dirs {
-		if k == p || strings.HasPrefix(k, p+"/") {
-			delete(v.dirs, k)
-		}
-	}
-	delete(v.dirs, path.Dir(p))
-	delete(v.attrs, path.Dir(p))
+	v.attrs.drop(func(k string, _ attrEntry) bool { return k == p || strings.HasPrefix(k, p+"/") })
+	v.dirs.drop(func(k string, _ dirEntry) bool { return k == p || strings.HasPrefix(k, p+"/") })
+	v.dirs.del(path.Dir(p))
+	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
 	v.cache.PutMeta(cache.MetaAttr, p, nil)
 	v.cache.PutMeta(cache.MetaDir, p, nil)
@@ -301,8 +281,8 @@ func (v *FS) setIf(p string, a wire.Attr, ok func() bool) {
 		v.mu.Unlock()
 		return
 	}
-	v.attrs[p] = attrEntry{a: a, at: time.Now()}
-	v.known[p] = v.attrs[p]
+	v.attrs.put(p, attrEntry{a: a, at: time.Now()})
+	v.known.put(p, v.attrs.peek(p))
 	v.mu.Unlock()
 	v.persistAttr(p, a)
 }
@@ -349,7 +329,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, error) {
 	pol := v.opts.policy(p)
 	v.mu.Lock()
-	e, ok := v.attrs[p]
+	e, ok := v.attrs.get(p)
 	v.mu.Unlock()
 	if ok && v.freshFor(ctx, p, pol, e.at) {
 		if e.neg {
@@ -368,7 +348,7 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 	}
 	if v.listParent(ctx, p, pol) {
 		v.mu.Lock()
-		e, ok := v.attrs[p]
+		e, ok := v.attrs.get(p)
 		v.mu.Unlock()
 		if ok && !e.neg && v.freshFor(ctx, p, pol, e.at) {
 			return v.localAttr(p, e.a), nil
@@ -382,7 +362,7 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 		// the agent learnt is still true.
 		if a, found := v.persistedAttr(p); found {
 			v.mu.Lock()
-			v.attrs[p] = attrEntry{a: a, at: time.Now()}
+			v.attrs.put(p, attrEntry{a: a, at: time.Now()})
 			v.mu.Unlock()
 			return a, nil
 		}
@@ -396,9 +376,9 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 		if errors.Is(err, fs.ErrNotExist) && pol.Mode != Strict {
 			v.mu.Lock()
 			if v.gen == g {
-				v.attrs[p] = attrEntry{at: time.Now(), neg: true}
+				v.attrs.put(p, attrEntry{at: time.Now(), neg: true})
 			}
-			delete(v.known, p)
+			v.known.del(p)
 			v.mu.Unlock()
 		}
 		return wire.Attr{}, err
@@ -422,7 +402,7 @@ func (v *FS) KernelTimeout(p string) time.Duration {
 		return pol.KernelTimeout()
 	}
 	v.mu.Lock()
-	e, ok := v.attrs[p]
+	e, ok := v.attrs.get(p)
 	v.mu.Unlock()
 	if !ok {
 		return pol.Period
@@ -452,9 +432,9 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	// The path's cached attributes must not take the file back to the
 	// older version at the next open.
 	v.mu.Lock()
-	if e, ok := v.attrs[p]; ok && v.gen == g && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
-		v.attrs[p] = attrEntry{a: a, at: time.Now()}
-		v.known[p] = v.attrs[p]
+	if e, ok := v.attrs.get(p); ok && v.gen == g && !e.neg && e.a.Ino == a.Ino && e.a.Version != a.Version {
+		v.attrs.put(p, attrEntry{a: a, at: time.Now()})
+		v.known.put(p, v.attrs.peek(p))
 	}
 	v.mu.Unlock()
 }

@@ -122,7 +122,7 @@ func (v *FS) truncAtOpen(ctx context.Context, h *Handle) error {
 	h.dirty = true
 	h.mu.Unlock()
 	v.mu.Lock()
-	delete(v.attrs, h.path)
+	v.attrs.del(h.path)
 	v.mu.Unlock()
 	return nil
 }
@@ -392,7 +392,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	h.dirty = true
 	h.mu.Unlock()
 	h.v.mu.Lock()
-	delete(h.v.attrs, h.path)
+	h.v.attrs.del(h.path)
 	h.v.mu.Unlock()
 	return len(p), nil
 }

@@ -18,7 +18,13 @@ type dirEntry struct {
 	entries []wire.DirEntry
 	at      time.Time
 	names   map[string]bool // the entries' names, made at the first lookup that needs them
+	// used: the listing was given to a caller (not only fetched ahead):
+	// once stale, it is worth fetching ahead again (see listAhead).
+	used bool
 }
+
+// weight is what the listing counts for against Options.MetaEntries.
+func (d dirEntry) weight() int { return 1 + len(d.entries) }
 
 // has reports whether the listing names name.
 func (d *dirEntry) has(name string) bool {
@@ -45,16 +51,16 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 	// All at once: a listing taken here and put back later could undo
 	// another change's drop of it (a rename into the directory).
 	v.mu.Lock()
-	l, listed := v.dirs[dir]
+	l, listed := v.dirs.get(dir)
 	v.gen++
-	delete(v.attrs, p)
-	delete(v.dirs, p)
-	delete(v.dirs, dir)
-	delete(v.attrs, dir)
+	v.attrs.del(p)
+	v.dirs.del(p)
+	v.dirs.del(dir)
+	v.attrs.del(dir)
 	own := v.drops == d
 	if own {
-		v.attrs[p] = attrEntry{a: a, at: time.Now()}
-		v.known[p] = v.attrs[p]
+		v.attrs.put(p, attrEntry{a: a, at: time.Now()})
+		v.known.put(p, v.attrs.peek(p))
 		if listed && (mode == Window || mode == Poll) {
 			entries := make([]wire.DirEntry, 0, len(l.entries)+1)
 			for _, e := range l.entries {
@@ -62,7 +68,7 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 					entries = append(entries, e)
 				}
 			}
-			v.dirs[dir] = dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at}
+			v.dirs.put(dir, dirEntry{entries: append(entries, wire.DirEntry{Name: name, Attr: a}), at: l.at})
 		}
 	}
 	v.mu.Unlock()
@@ -104,40 +110,47 @@ func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
 	dir, name := path.Split(p)
 	dir = path.Clean(dir)
 	v.mu.Lock()
-	d, ok := v.dirs[dir]
+	d, ok := v.dirs.get(dir)
 	v.mu.Unlock()
 	if !ok || !v.freshFor(ctx, dir, pol, d.at) {
 		return false
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	d, ok = v.dirs[dir]
+	d, ok = v.dirs.get(dir)
 	if !ok {
 		return false
 	}
 	has := d.has(name)
-	v.dirs[dir] = d
+	v.dirs.put(dir, d)
 	if !has {
 		// As old as the listing: the kernel's copy of the answer ends
 		// with the listing's window (KernelTimeout), not D after now.
-		v.attrs[p] = attrEntry{at: d.at, neg: true}
+		v.attrs.put(p, attrEntry{at: d.at, neg: true})
 	}
 	return !has
 }
 
 // listParentMax is the size of the largest directory (as stat gives it:
-// about 100 entries a 4 KiB block) that listParent lists.
+// about 100 entries a 4 KiB block) that listParent lists when its listing
+// was never fetched.
 const listParentMax = 32 << 10
 
+// listRevalidateMax is the largest listing (in entries) that is fetched
+// again to revalidate the attributes of one of its entries.
+const listRevalidateMax = 4096
+
 // listParent lists p's directory instead of asking for p's attributes
-// alone, when the directory is small and its listing not cached: a lookup
-// that misses (a compiler searching its include path) or a sibling looked
-// up next (make stat'ing every header) then costs no round trip more. It
-// reports whether the listing was fetched. Only under window and poll,
-// whose listings are trusted for a time; under callback a listing would
-// take a hold on the whole directory.
+// alone: one request then makes every sibling fresh again (a walk, make
+// stat'ing every header, a compiler searching its include path cost one
+// round trip per directory, not per file). It reports whether the listing
+// was fetched. The directory is listed when its listing was cached before
+// (of any age, at most listRevalidateMax entries), in every mode but
+// strict; or, under window and poll, when it is small and its listing was
+// never fetched (under callback that listing would take a hold on a whole
+// directory nobody listed).
 func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
-	if pol.Mode != Window && pol.Mode != Poll {
+	if pol.Mode == Strict {
 		return false
 	}
 	dir := path.Dir(p)
@@ -145,58 +158,92 @@ func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
 		return false
 	}
 	v.mu.Lock()
-	d, ok := v.attrs[dir]
+	l, listed := v.dirs.get(dir)
+	d, ok := v.attrs.get(dir)
 	v.mu.Unlock()
-	if !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax {
+	switch {
+	case listed && len(l.entries) <= listRevalidateMax:
+	case pol.Mode != Window && pol.Mode != Poll:
+		return false
+	case !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax:
 		return false
 	}
-	_, err := v.ReadDir(ctx, dir)
+	_, err := v.readDir(ctx, dir, 0)
 	return err == nil
 }
 
 // ReadDir lists p with attributes, from the listing cache while fresh.
+// A listing fetched from the share has the listings of p's subdirectories
+// fetched ahead (listAhead): a walk goes there next.
 func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
+	return v.readDir(ctx, p, listAheadDepth)
+}
+
+// readDir is ReadDir, listing ahead depth levels of subdirectories.
+func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry, error) {
 	pol := v.opts.policy(p)
 	v.mu.Lock()
-	d, ok := v.dirs[p]
+	d, ok := v.dirs.get(p)
 	v.mu.Unlock()
 	if ok && v.freshFor(ctx, p, pol, d.at) {
+		v.usedListing(p)
+		// Listed ahead, its own subdirectories may not have been
+		// (the queue was full, or it was the last level).
+		v.listAhead(p, d.entries, depth)
 		return d.entries, nil
 	}
 	if err := v.downErr(ctx, p); err != nil {
 		return v.staleListing(p, d, ok, err)
 	}
-	// A listing from before (this run or an earlier one) is still good if
-	// the directory has not changed since: its version says so, and
-	// checking that costs one getattr instead of the whole listing.
-	g := v.generation() // before the persisted listing is read: see forget
-	if l, found := v.persistedListing(p); found {
-		if pol.Mode == Immutable {
+	if pol.Mode == Immutable {
+		// Never revalidated: what an earlier run listed is still true.
+		if l, found := v.persistedListing(p); found {
 			v.mu.Lock()
-			v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
-			v.mu.Unlock()
-			return l.Entries, nil
-		}
-		if a, err := v.getAttr(ctx, p, false); err == nil && a.Version == l.Dir.Version && a.Ino == l.Dir.Ino {
-			v.mu.Lock()
-			if v.gen == g {
-				v.dirs[p] = dirEntry{entries: l.Entries, at: time.Now()}
-			}
+			v.dirs.put(p, dirEntry{entries: l.Entries, at: time.Now()})
 			v.mu.Unlock()
 			return l.Entries, nil
 		}
 	}
-	g = v.generation()
+	// A stale listing is fetched again whole, with the attributes of its
+	// entries: one request revalidates the directory and every entry in
+	// it (asking only whether the directory changed would leave each
+	// entry's attributes to be asked for on its own).
+	entries, err := v.listShared(ctx, p, pol, time.Time{})
+	if err != nil {
+		if unreachable(err) {
+			return v.staleListing(p, d, ok, err)
+		}
+		return nil, err
+	}
+	v.usedListing(p)
+	v.listAhead(p, entries, depth)
+	return entries, nil
+}
+
+// usedListing records that p's cached listing was given to a caller.
+func (v *FS) usedListing(p string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if d, ok := v.dirs.get(p); ok && !d.used {
+		d.used = true
+		v.dirs.put(p, d)
+	}
+}
+
+// fetchListing asks the share for the listing of p with its entries'
+// attributes and caches both, unless an invalidation came meanwhile. fill,
+// if not nil, puts the contents of small files the listing brought into
+// the block cache (fillListed): the caller runs it once it has handed the
+// listing on.
+func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) (_ []wire.DirEntry, fill func(), _ error) {
+	g := v.generation()
 	var fileMax, budget uint32
 	if pol.Mode == Poll || pol.Mode == Callback {
 		fileMax, budget = listDataFile, listDataBudget
 	}
 	entries, dirAttr, data, err := v.c.ReadDirData(ctx, p, fileMax, budget)
 	if err != nil {
-		if unreachable(err) {
-			return v.staleListing(p, d, ok, err)
-		}
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range entries {
 		entries[i].Data = false // said with the reply; not a property of the entry
@@ -205,7 +252,7 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	v.mu.Lock()
 	if v.gen != g {
 		v.mu.Unlock()
-		return entries, nil // changed while we listed: use it, keep nothing
+		return entries, nil, nil // changed while we listed: use it, keep nothing
 	}
 	v.mu.Unlock()
 	if dirAttr.Ino != 0 {
@@ -217,17 +264,17 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 	v.mu.Lock()
 	if v.gen != g {
 		v.mu.Unlock()
-		return entries, nil
+		return entries, nil, nil
 	}
-	v.dirs[p] = dirEntry{entries: entries, at: now}
-	v.knownDirs[p] = v.dirs[p]
+	v.dirs.put(p, dirEntry{entries: entries, at: now})
+	v.knownDirs.put(p, v.dirs.peek(p))
 	for _, e := range entries {
 		kid := path.Join(p, e.Name)
-		if old, ok := v.attrs[kid]; e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
+		if old, ok := v.attrs.get(kid); e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
 			continue // never back to an older version
 		}
-		v.attrs[kid] = attrEntry{a: e.Attr, at: now}
-		v.known[kid] = v.attrs[kid]
+		v.attrs.put(kid, attrEntry{a: e.Attr, at: now})
+		v.known.put(kid, v.attrs.peek(kid))
 	}
 	v.mu.Unlock()
 	for _, e := range entries {
@@ -237,8 +284,10 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 			}
 		}
 	}
-	v.fillListed(ctx, p, entries, data, g)
-	return entries, nil
+	if len(data) == 0 {
+		return entries, nil, nil
+	}
+	return entries, func() { v.fillListed(ctx, p, entries, data, g) }, nil
 }
 
 // What a listing asks the share to bring of the small regular files in

@@ -34,7 +34,7 @@ func (v *FS) Unlink(ctx context.Context, p string) error {
 	v.waitOpens(ctx, p)
 	v.settle(p)
 	v.mu.Lock()
-	ae, known := v.attrs[p]
+	ae, known := v.attrs.get(p)
 	v.mu.Unlock()
 	err := v.c.Remove(ctx, p)
 	v.forget(p)
@@ -71,7 +71,7 @@ func (v *FS) Rename(ctx context.Context, oldp, newp string, noReplace bool) erro
 	v.settle(oldp)
 	v.settle(newp)
 	v.mu.Lock()
-	replaced, known := v.attrs[newp]
+	replaced, known := v.attrs.get(newp)
 	v.mu.Unlock()
 	err := v.c.Rename(ctx, oldp, newp, noReplace)
 	v.forgetTree(oldp)

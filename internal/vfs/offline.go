@@ -85,7 +85,7 @@ func (v *FS) staleAttr(p string, e attrEntry, ok bool, err error) (wire.Attr, er
 	}
 	if !ok {
 		v.mu.Lock()
-		e, ok = v.known[p]
+		e, ok = v.known.get(p)
 		v.mu.Unlock()
 	}
 	if ok {
@@ -108,7 +108,7 @@ func (v *FS) staleListing(p string, d dirEntry, ok bool, err error) ([]wire.DirE
 	}
 	if !ok {
 		v.mu.Lock()
-		d, ok = v.knownDirs[p]
+		d, ok = v.knownDirs.get(p)
 		v.mu.Unlock()
 	}
 	if ok {
@@ -126,9 +126,9 @@ func (v *FS) staleListing(p string, d dirEntry, ok bool, err error) ([]wire.DirE
 // confirmed when this run started (at the latest).
 func (v *FS) validated(ctx context.Context, p string) time.Time {
 	v.mu.Lock()
-	e, ok := v.attrs[p]
+	e, ok := v.attrs.get(p)
 	if !ok {
-		e, ok = v.known[p]
+		e, ok = v.known.get(p)
 	}
 	v.mu.Unlock()
 	at := v.started
@@ -226,16 +226,8 @@ func (v *FS) logHealth(ev client.HealthEvent) {
 func (v *FS) gone(p string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for k := range v.known {
-		if k == p || strings.HasPrefix(k, p+"/") {
-			delete(v.known, k)
-		}
-	}
-	for k := range v.knownDirs {
-		if k == p || strings.HasPrefix(k, p+"/") {
-			delete(v.knownDirs, k)
-		}
-	}
+	v.known.drop(func(k string, _ attrEntry) bool { return k == p || strings.HasPrefix(k, p+"/") })
+	v.knownDirs.drop(func(k string, _ dirEntry) bool { return k == p || strings.HasPrefix(k, p+"/") })
 }
 
 // MaxUnsent is the bound on data not yet sent that writes may add while

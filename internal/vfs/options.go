@@ -168,7 +168,17 @@ type Options struct {
 	// delegation): past it, writes fail with EHOSTUNREACH. 0: half the
 	// cache's dirty limit (cache.DirtyLimit), which also caps it.
 	MaxUnsent int64
+	// MetaEntries bounds the metadata kept in memory: attributes (one
+	// each) and listings (one plus one per entry), each kind up to this
+	// many, the least recently used dropped first. 0: DefaultMetaEntries.
+	MetaEntries int
 }
+
+// DefaultMetaEntries is the default bound of Options.MetaEntries: the
+// metadata of a tree of 200,000 files, at most about 120 MiB (an attribute
+// kept costs about 250 bytes, twice: fresh and last known, see offline.go;
+// a listing's entry about 110).
+const DefaultMetaEntries = 200_000
 
 // policy returns the consistency for a global path: the longest matching
 // policy prefix, else the default.

@@ -282,18 +282,18 @@ func (v *FS) invalidate(g string) {
 	v.mu.Lock()
 	v.gen++
 	v.drops++
-	delete(v.attrs, g)
+	v.attrs.del(g)
 	// The listing also gave the entries' attributes: they go with it (a
 	// recall of a directory covers what its listing said).
 	var kids []string
-	if d, ok := v.dirs[g]; ok {
+	if d, ok := v.dirs.get(g); ok {
 		for _, e := range d.entries {
 			kid := path.Join(g, e.Name)
-			delete(v.attrs, kid)
+			v.attrs.del(kid)
 			kids = append(kids, kid)
 		}
 	}
-	delete(v.dirs, g)
+	v.dirs.del(g)
 	v.mu.Unlock()
 	notify := func() {
 		v.notifyKernel(g)
