@@ -66,6 +66,33 @@ func (c *Controller) subject(ctx context.Context, p *peer) (auth.Subject, error)
 	return auth.Subject{User: u.Name, Groups: u.Groups}, nil
 }
 
+// resolveSubject is whose rights a token asked for carries, and the
+// principal it names: the caller's own, or, for a gateway naming a user
+// in forUser, that user's (a gateway has no rights of its own).
+func (c *Controller) resolveSubject(ctx context.Context, p *peer, forUser string) (auth.Subject, string, error) {
+	if forUser == "" {
+		if p.id.Role == auth.RoleGateway {
+			return auth.Subject{}, "", wire.Errorf(wire.CodeAccess, "%s is a gateway and has no rights of its own; it asks for tokens in the name of the users it serves", p.id)
+		}
+		s, err := c.subject(ctx, p)
+		return s, p.id.String(), err
+	}
+	if p.id.Role != auth.RoleGateway {
+		return auth.Subject{}, "", wire.Errorf(wire.CodeAccess, "%s asked for a token in the name of %s, which only a gateway may do", p.id, forUser)
+	}
+	if err := auth.ValidName(forUser); err != nil {
+		return auth.Subject{}, "", wire.Errorf(wire.CodeInvalid, "user name: %v", err)
+	}
+	u, err := get[userRec](ctx, c.st, pfxUser+forUser)
+	if err != nil || u.Gateway {
+		return auth.Subject{}, "", wire.Errorf(wire.CodeNotRegistered, "user %s@%s is not known to the controller", forUser, c.keys.domain)
+	}
+	if u.Revoked != 0 {
+		return auth.Subject{}, "", wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s@%s have been revoked", forUser, c.keys.domain)
+	}
+	return auth.Subject{User: u.Name, Groups: u.Groups}, forUser + "@" + c.keys.domain, nil
+}
+
 // require checks that the caller holds need on the global path g.
 func (c *Controller) require(ctx context.Context, p *peer, g string, need auth.Rights) (auth.Subject, error) {
 	s, err := c.subject(ctx, p)
@@ -125,7 +152,7 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	subj, err := c.subject(ctx, p)
+	subj, principal, err := c.resolveSubject(ctx, p, r.For)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -161,10 +188,12 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	}
 	now := time.Now()
 	t := &auth.Token{
-		ID: newID(), Principal: p.id.String(), Share: best.Share, Root: best.SharePath,
+		ID: newID(), Principal: principal, Share: best.Share, Root: best.SharePath,
 		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
 	}
-	if r.Proxy != "" {
+	if r.For != "" {
+		t.Proxy = p.id.String() // the gateway presents the user's token
+	} else if r.Proxy != "" {
 		if _, err := get[shareRec](ctx, c.st, pfxShare+r.Proxy); err != nil {
 			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", r.Proxy)
 		}
@@ -310,7 +339,10 @@ func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
 		return rpc.Reply{}, err
 	}
-	resp, err := c.issueUser(ctx, r.Name, r.Groups, false)
+	if r.Gateway && len(r.Groups) > 0 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a gateway has no rights of its own and belongs to no group; leave out --group")
+	}
+	resp, err := c.issueUser(ctx, r.Name, r.Groups, false, r.Gateway)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -319,7 +351,7 @@ func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rp
 
 // issueUser creates (or re-creates a revoked) user with a fresh key pair.
 // With again set, an existing live user gets an additional certificate.
-func (c *Controller) issueUser(ctx context.Context, name string, groups []string, again bool) (wire.UserAddResp, error) {
+func (c *Controller) issueUser(ctx context.Context, name string, groups []string, again, gateway bool) (wire.UserAddResp, error) {
 	if err := auth.ValidName(name); err != nil {
 		return wire.UserAddResp{}, wire.Errorf(wire.CodeInvalid, "user name: %v", err)
 	}
@@ -331,12 +363,13 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 	rec, err := get[userRec](ctx, c.st, pfxUser+name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		rec = &userRec{Name: name, Groups: groups, Created: time.Now().UnixNano()}
+		rec = &userRec{Name: name, Groups: groups, Created: time.Now().UnixNano(), Gateway: gateway}
 	case err != nil:
 		return wire.UserAddResp{}, err
 	case rec.Revoked != 0:
 		rec.Revoked = 0
 		rec.Groups = groups
+		rec.Gateway = gateway
 	case !again:
 		return wire.UserAddResp{}, wire.Errorf(wire.CodeExist, "user %s already exists", name)
 	}
@@ -345,6 +378,9 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 		return wire.UserAddResp{}, err
 	}
 	id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleUser, Name: name}
+	if rec.Gateway {
+		id.Role = auth.RoleGateway
+	}
 	cert, serial, err := c.keys.ca.Issue(id, key.Public(), 2*365*24*time.Hour, nil)
 	if err != nil {
 		return wire.UserAddResp{}, err
@@ -370,7 +406,7 @@ func (c *Controller) userList(ctx context.Context, p *peer) (rpc.Reply, error) {
 		if err := wire.Unmarshal(kv.Value, &u); err != nil {
 			return rpc.Reply{}, err
 		}
-		out.Users = append(out.Users, wire.UserInfo{Name: u.Name, Groups: u.Groups, Created: u.Created, Revoked: u.Revoked})
+		out.Users = append(out.Users, wire.UserInfo{Name: u.Name, Groups: u.Groups, Created: u.Created, Revoked: u.Revoked, Gateway: u.Gateway})
 	}
 	return rpc.Reply{Msg: out}, nil
 }
@@ -403,7 +439,7 @@ func (c *Controller) userRevoke(ctx context.Context, p *peer, req *rpc.Request) 
 	}
 	c.broadcast(rev)
 	c.rpc.EachConn(func(sc *rpc.ServerConn) {
-		if pp, ok := sc.State.(*peer); ok && pp.id.Role == auth.RoleUser && pp.id.Name == r.Name {
+		if pp, ok := sc.State.(*peer); ok && (pp.id.Role == auth.RoleUser || pp.id.Role == auth.RoleGateway) && pp.id.Name == r.Name {
 			go sc.End(wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the domain's administrator; ask an administrator for new ones (pando user add %s)", pp.id, r.Name))
 		}
 	})

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"pando.dev/pando/internal/agent"
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/gateway"
+	"pando.dev/pando/internal/vfs"
+)
+
+// gatewayFlags are a gateway's flags.
+type gatewayFlags struct {
+	listen, cacheDir, cacheSize, memory, consistency, write string
+	passwords, tlsCert, tlsKey                              string
+	insecure                                                bool
+}
+
+func (f *gatewayFlags) add(cmd *cobra.Command, addr string) {
+	cmd.Flags().StringVar(&f.listen, "listen", addr, "address to listen on")
+	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
+	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "disk space each user's cache may use")
+	cmd.Flags().StringVar(&f.memory, "memory", "64MiB", "memory each user's cache may use")
+	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
+	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
+	cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) whose users may sign in with HTTP Basic authentication over TLS")
+	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "the certificate to serve TLS with (default: one the gateway makes and keeps in --cache-dir as gateway.crt)")
+	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert")
+	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
+}
+
+// start starts a gateway and its HTTP front end, WebDAV too if dav.
+func (f *gatewayFlags) start(g *cli.Globals, dav bool) (*gateway.Gateway, net.Listener, string, error) {
+	cfg := gateway.Config{Log: g.Logger()}
+	var err error
+	if cfg.Client, err = g.Config(); err != nil {
+		return nil, nil, "", err
+	}
+	cfg.Cache = cache.Options{Dir: f.cacheDir}
+	if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {
+		return nil, nil, "", cli.Usagef("--cache-size: %v", err)
+	}
+	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
+		return nil, nil, "", cli.Usagef("--memory: %v", err)
+	}
+	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+		return nil, nil, "", cli.Usagef("--consistency: %v", err)
+	}
+	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
+		return nil, nil, "", cli.Usagef("--write: %v", err)
+	}
+	if err := cfg.VFS.Check(); err != nil {
+		return nil, nil, "", cli.Usagef("--write: %v", err)
+	}
+	host, _, err := net.SplitHostPort(f.listen)
+	if err != nil {
+		return nil, nil, "", cli.Usagef("--listen %q: %v (e.g. 127.0.0.1:8443)", f.listen, err)
+	}
+	if ip := net.ParseIP(host); f.insecure && (ip == nil || !ip.IsLoopback()) {
+		return nil, nil, "", cli.Usagef("--insecure serves in clear text, which is allowed only on a loopback address (e.g. 127.0.0.1:8080), not %s", f.listen)
+	}
+	var pw *gateway.Passwords
+	if f.passwords != "" {
+		if pw, err = gateway.OpenPasswords(f.passwords); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	gw, err := gateway.New(cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var certp *tlsCertRef
+	if !f.insecure {
+		hosts := []string{host, "localhost", "127.0.0.1"}
+		cert, file, err := gateway.ServingCert(f.tlsCert, f.tlsKey, f.cacheDir, hosts)
+		if err != nil {
+			gw.Close()
+			return nil, nil, "", err
+		}
+		certp = &tlsCertRef{cert: cert, file: file}
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		gw.Close()
+		return nil, nil, "", err
+	}
+	srv := gateway.NewServer(gw, gw.NewAuthenticator(pw), dav)
+	scheme := "http"
+	if certp != nil {
+		scheme = "https"
+		go srv.Serve(ln, &certp.cert)
+	} else {
+		go srv.Serve(ln, nil)
+	}
+	note := ""
+	if certp != nil {
+		note = " (its certificate: " + certp.file + ")"
+	}
+	return gw, ln, fmt.Sprintf("%s://%s/%s", scheme, ln.Addr(), note), nil
+}
+
+func newServeCmd(g *cli.Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the namespace over HTTP(S) or WebDAV, each request with its user's rights",
+		Long: `Serve the namespace to clients that cannot mount it. The gateway runs with
+credentials of the gateway role (pando user add NAME --gateway, given with
+--config), which have no rights of their own: people sign in with their pando
+user certificate or a password of --passwords, and every request is made in
+their name, with their rights. See docs/gateways.md.`,
+	}
+	for _, proto := range []struct {
+		name, short, addr string
+		dav               bool
+	}{
+		{"http", "Serve the namespace over HTTP(S): GET with ranges, HEAD, listings, PUT, DELETE", "127.0.0.1:8443", false},
+		{"webdav", "Serve the namespace over WebDAV (class 1 and 2) and HTTP(S)", "127.0.0.1:8444", true},
+	} {
+		var f gatewayFlags
+		c := &cobra.Command{
+			Use:   proto.name,
+			Short: proto.short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				gw, ln, url, err := f.start(g, proto.dav)
+				if err != nil {
+					return err
+				}
+				defer gw.Close()
+				defer ln.Close()
+				fmt.Fprintf(cmd.OutOrStdout(), "%s gateway %s of domain %s at %s\n", proto.name, gw.Identity(), gw.Domain(), url)
+				<-cmd.Context().Done()
+				return nil
+			},
+		}
+		f.add(c, proto.addr)
+		cmd.AddCommand(c)
+	}
+	var file string
+	passwd := &cobra.Command{
+		Use:   "passwd USER",
+		Short: "Set a user's password in a gateway's password file (read from standard input)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return cli.Usagef("name the password file with --passwords FILE")
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "password for %s: ", args[0])
+			line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+			if err != nil && line == "" {
+				return errors.New("no password was given on standard input")
+			}
+			if err := gateway.SetPassword(file, args[0], strings.TrimRight(line, "\r\n")); err != nil {
+				return err
+			}
+			abs, _ := filepath.Abs(file)
+			fmt.Fprintf(cmd.OutOrStdout(), "\npassword of %s set in %s\n", args[0], abs)
+			return nil
+		},
+	}
+	passwd.Flags().StringVar(&file, "passwords", "", "the password file (made, mode 0600, if missing)")
+	cmd.AddCommand(passwd)
+	return cmd
+}
+
+type tlsCertRef struct {
+	cert tls.Certificate
+	file string
+}

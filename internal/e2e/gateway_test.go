@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGatewayServe: pando serve http, run with a gateway's credentials
+// (pando user add --gateway) and a password file (pando serve passwd),
+// takes a PUT and serves a GET from curl with alice's rights; it refuses
+// to start with a user's credentials or in clear text off loopback.
+func TestGatewayServe(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is not installed (./dev test installs it)")
+	}
+	d := newDomain(t, "d")
+	root := d.addShare("data")
+	alice := d.addUser("alice")
+	d.addUser("bob")
+	d.pando(d.admin, "acl", "set", "/d/data", "alice", "rlidwk", "bob", "rl").ok()
+	web := filepath.Join(d.dir, "web.json")
+	if out := d.pando(d.admin, "user", "add", "web", "--gateway", "-o", web).ok().stdout; !strings.Contains(out, "gateway:web@d") {
+		t.Errorf("pando user add --gateway: %q", out)
+	}
+	pw := filepath.Join(d.dir, "passwd")
+	runPando(t, "alice-password\n", web, "serve", "passwd", "--passwords", pw, "alice").ok()
+	runPando(t, "bob-password\n", web, "serve", "passwd", "--passwords", pw, "bob").ok()
+	runPando(t, "short\n", web, "serve", "passwd", "--passwords", pw, "bob").fails(1, "shorter than 8")
+
+	d.pando(alice, "serve", "http", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0")).fails(1, "alice@d", "--gateway")
+	d.pando(web, "serve", "http", "--insecure", "--listen", "0.0.0.0:0", "--cache-dir", filepath.Join(d.dir, "c0")).fails(2, "loopback")
+
+	_, m := start(t, `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "http",
+		"--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "gwcache"), "--passwords", pw)
+	url, cacert := m[1], m[2]
+	src := filepath.Join(d.dir, "src.txt")
+	os.WriteFile(src, []byte("through the gateway\n"), 0o644)
+	curl := func(user string, args ...string) string {
+		out, _ := exec.Command("curl", append([]string{"-sS", "--cacert", cacert, "-u", user, "-w", "%{http_code}"}, args...)...).Output()
+		return string(out)
+	}
+	if out := curl("alice:alice-password", "-o", "/dev/null", "-T", src, url+"/d/data/g.txt"); out != "201" {
+		t.Fatalf("PUT as alice: %s", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "g.txt")); string(b) != "through the gateway\n" {
+		t.Errorf("the share holds %q", b)
+	}
+	if out := curl("bob:bob-password", url+"/d/data/g.txt"); out != "through the gateway\n200" {
+		t.Errorf("GET as bob: %q", out)
+	}
+	if out := curl("bob:bob-password", "-o", "/dev/null", "-T", src, url+"/d/data/b.txt"); out != "403" {
+		t.Errorf("PUT as bob, who may not write: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "b.txt")); err == nil {
+		t.Error("bob's refused PUT left a file at the share")
+	}
+	if d.pando(alice, "cat", "/d/data/g.txt").ok().stdout != "through the gateway\n" {
+		t.Error("the CLI does not read what the gateway wrote")
+	}
+}

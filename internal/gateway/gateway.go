@@ -1,0 +1,244 @@
+// Package gateway serves the namespace to clients that cannot run FUSE
+// (HTTP, WebDAV), each request with the rights of the person who made it.
+//
+// A gateway is an agent over vfs, as the mount is, with one difference: it
+// holds credentials of the gateway role, which carry no rights of their
+// own. For every user it authenticates it keeps a client that asks the
+// controller for tokens in that user's name (wire.ResolveReq.For): the
+// controller signs them with the user's rights and names the gateway as
+// the one that may present them, and shares check them as they check any
+// token. Each user has a cache and vfs of their own below the gateway's
+// cache directory, so that nothing one user fetched is ever served to
+// another without their own rights being checked.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/vfs"
+)
+
+// Config configures a gateway.
+type Config struct {
+	// Client holds the gateway's credentials (pando user add NAME --gateway).
+	Client *config.Config
+	// Cache is the template of each user's cache: Dir is the gateway's
+	// cache directory, below which each user gets one.
+	Cache cache.Options
+	VFS   vfs.Options
+	Log   *slog.Logger
+	// MaxUsers bounds the users served at once (default 64); the one
+	// idle longest is closed to make room.
+	MaxUsers int
+}
+
+// Gateway is the state shared by a gateway's protocol front ends.
+type Gateway struct {
+	cfg  Config
+	id   auth.Identity
+	pool *x509.CertPool
+	cert tls.Certificate
+
+	mu     sync.Mutex
+	users  map[string]*userFS
+	closed bool
+
+	// Requests counts requests by outcome, for the gateway's metrics.
+	Requests, Refused, Unauthenticated atomic.Int64
+}
+
+type userFS struct {
+	cl   *client.Client
+	ch   *cache.Cache
+	v    *vfs.FS
+	used time.Time
+	refs int
+}
+
+// ErrNotGateway: the credentials given are not a gateway's.
+var ErrNotGateway = errors.New("not a gateway's credentials")
+
+// New checks the gateway's credentials; users are served from the first
+// request that names them.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxUsers <= 0 {
+		cfg.MaxUsers = 64
+	}
+	cert, err := tls.X509KeyPair([]byte(cfg.Client.Cert), []byte(cfg.Client.Key))
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's credentials: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's certificate: %w", err)
+	}
+	id, err := auth.IdentityFromCert(leaf)
+	if err != nil {
+		return nil, fmt.Errorf("the gateway's certificate: %w", err)
+	}
+	if id.Role != auth.RoleGateway {
+		return nil, fmt.Errorf("%w: the credentials given are those of %s; a gateway needs its own, made with `pando user add NAME --gateway`", ErrNotGateway, id)
+	}
+	pool, err := auth.PoolFromPEM([]byte(cfg.Client.CA))
+	if err != nil {
+		return nil, fmt.Errorf("the domain's CA: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Cache.Dir, "users"), 0o700); err != nil {
+		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
+	}
+	return &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS)}, nil
+}
+
+// Identity is the gateway's own identity.
+func (g *Gateway) Identity() auth.Identity { return g.id }
+
+// Domain is the domain the gateway serves.
+func (g *Gateway) Domain() string { return g.cfg.Client.Domain }
+
+// CAPool is the domain's CA, which issued the user certificates a
+// gateway accepts.
+func (g *Gateway) CAPool() *x509.CertPool { return g.pool }
+
+// CAPEM is the domain's CA certificate.
+func (g *Gateway) CAPEM() []byte {
+	b, _ := pem.Decode([]byte(g.cfg.Client.CA))
+	if b == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(b)
+}
+
+// Acquire returns user's file system, made at first use; release it with
+// Release when the request is done.
+func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
+	if err := auth.ValidName(user); err != nil {
+		return nil, fmt.Errorf("user name: %w", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, errors.New("the gateway is closing")
+	}
+	if u := g.users[user]; u != nil {
+		u.refs++
+		u.used = time.Now()
+		return u.v, nil
+	}
+	g.evictLocked()
+	copts := g.cfg.Cache
+	copts.Dir = filepath.Join(g.cfg.Cache.Dir, "users", user)
+	copts.Log = g.cfg.Log
+	cl, err := client.New(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	ch, err := cache.Open(copts)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	vopts := g.cfg.VFS
+	if vopts.Log == nil {
+		vopts.Log = g.cfg.Log
+	}
+	u := &userFS{cl: cl, ch: ch, v: vfs.New(cl, ch, vopts), used: time.Now(), refs: 1}
+	g.users[user] = u
+	return u.v, nil
+}
+
+// Release ends a request's use of user's file system.
+func (g *Gateway) Release(user string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if u := g.users[user]; u != nil {
+		u.refs--
+	}
+}
+
+// evictLocked closes the user idle longest while there are too many.
+func (g *Gateway) evictLocked() {
+	for len(g.users) >= g.cfg.MaxUsers {
+		var oldest string
+		for name, u := range g.users {
+			if u.refs == 0 && (oldest == "" || u.used.Before(g.users[oldest].used)) {
+				oldest = name
+			}
+		}
+		if oldest == "" {
+			return // all busy: serve one more for now
+		}
+		u := g.users[oldest]
+		delete(g.users, oldest)
+		go u.close(g.cfg.Log)
+	}
+}
+
+func (u *userFS) close(log *slog.Logger) {
+	if err := u.v.FlushDelegs(); err != nil {
+		log.Warn("data kept back under write delegations could not all be sent; it stays in the cache", "err", err)
+	}
+	u.v.Close()
+	u.ch.Close()
+	u.cl.Close()
+}
+
+// Stats sums the users' caches and RPC counts.
+type Stats struct {
+	Users           int               `json:"users"`
+	Requests        int64             `json:"requests"`
+	Refused         int64             `json:"refused"`
+	Unauthenticated int64             `json:"unauthenticated"`
+	RPCs            map[string]uint64 `json:"rpcs"`
+	Cache           cache.Stats       `json:"cache"`
+}
+
+// Stats returns the gateway's figures.
+func (g *Gateway) Stats() Stats {
+	s := Stats{Requests: g.Requests.Load(), Refused: g.Refused.Load(), Unauthenticated: g.Unauthenticated.Load(), RPCs: map[string]uint64{}}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s.Users = len(g.users)
+	for _, u := range g.users {
+		for k, n := range u.cl.Counts() {
+			s.RPCs[k] += n
+		}
+		cs := u.ch.Stats()
+		s.Cache.Hits += cs.Hits
+		s.Cache.Misses += cs.Misses
+		s.Cache.Fetches += cs.Fetches
+		s.Cache.BytesFetched += cs.BytesFetched
+		s.Cache.DiskBytes += cs.DiskBytes
+		s.Cache.MemoryBytes += cs.MemoryBytes
+		s.Cache.Files += cs.Files
+	}
+	return s
+}
+
+// Close closes every user's file system, sending what they hold.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	users := g.users
+	g.users, g.closed = nil, true
+	g.mu.Unlock()
+	for _, u := range users {
+		u.close(g.cfg.Log)
+	}
+}

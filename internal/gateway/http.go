@@ -1,0 +1,329 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/webdav"
+
+	"pando.dev/pando/internal/vfs"
+)
+
+// Server is the HTTP(S) front end of a gateway: plain HTTP (GET with
+// ranges, HEAD, conditional requests, listings, PUT, DELETE) and, if
+// DAV is set, WebDAV class 1 and 2 on the same URLs. The URL path is the
+// global path: https://gw/uva/data/f.txt is /uva/data/f.txt.
+type Server struct {
+	g     *Gateway
+	authn *Authenticator
+	dav   bool
+	locks webdav.LockSystem
+}
+
+// NewServer serves g's namespace over HTTP, with WebDAV if dav is set.
+func NewServer(g *Gateway, authn *Authenticator, dav bool) *Server {
+	return &Server{g: g, authn: authn, dav: dav, locks: webdav.NewMemLS()}
+}
+
+// Limits of the HTTP front end.
+const (
+	maxHeaderBytes = 64 << 10
+	headerTimeout  = 10 * time.Second
+)
+
+// Serve serves on ln until it is closed: over TLS with cert unless
+// cert is nil (loopback only, --insecure).
+func (s *Server) Serve(ln net.Listener, cert *tls.Certificate) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(s.g.cfg.Log.Handler(), slog.LevelDebug)}
+	if cert != nil {
+		ln = tls.NewListener(ln, &tls.Config{
+			Certificates: []tls.Certificate{*cert},
+			ClientAuth:   tls.VerifyClientCertIfGiven,
+			ClientCAs:    s.g.CAPool(),
+			MinVersion:   tls.VersionTLS12,
+		})
+	} else {
+		s.authn.PlainOK = true
+	}
+	return hs.Serve(ln)
+}
+
+// CleanPath checks a request's path: absolute, without ".", "..", empty
+// names, NUL or backslashes (a Windows client's separator), however they
+// were escaped. It returns the path without its trailing slash.
+func CleanPath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", errors.New("the path must begin with /")
+	}
+	if len(p) > 16<<10 {
+		return "", errors.New("the path is too long")
+	}
+	trimmed := strings.TrimSuffix(p, "/")
+	if trimmed == "" {
+		return "/", nil
+	}
+	for _, name := range strings.Split(trimmed[1:], "/") {
+		switch {
+		case name == "":
+			return "", errors.New("the path has an empty name (//)")
+		case name == "." || name == "..":
+			return "", errors.New("the path may not contain . or .. names")
+		case strings.ContainsAny(name, "\x00\\"):
+			return "", errors.New("the path may not contain NUL or backslashes")
+		}
+	}
+	return trimmed, nil
+}
+
+// Status is the HTTP status of a vfs error.
+func Status(err error) int {
+	switch Errno(err) {
+	case syscall.ENOENT:
+		return http.StatusNotFound
+	case syscall.EACCES, syscall.EPERM, syscall.EROFS:
+		return http.StatusForbidden
+	case syscall.EEXIST, syscall.ENOTEMPTY, syscall.ENOTDIR, syscall.EISDIR:
+		return http.StatusConflict
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return http.StatusInsufficientStorage
+	case syscall.ENAMETOOLONG:
+		return http.StatusRequestURITooLong
+	case syscall.EHOSTUNREACH, syscall.ETIMEDOUT, syscall.EAGAIN, syscall.ENOBUFS:
+		return http.StatusServiceUnavailable
+	case syscall.EINVAL:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) fail(w http.ResponseWriter, code int, msg string) {
+	if code == http.StatusForbidden || code == http.StatusUnauthorized {
+		s.g.Refused.Add(1)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
+
+func (s *Server) failErr(w http.ResponseWriter, p string, err error) {
+	s.fail(w, Status(err), fmt.Sprintf("%s: %v", p, err))
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.g.Requests.Add(1)
+	user, err := s.authn.User(r)
+	if err != nil {
+		s.g.Unauthenticated.Add(1)
+		w.Header().Set("WWW-Authenticate", `Basic realm="pando `+s.g.Domain()+`", charset="UTF-8"`)
+		if errors.Is(err, ErrNoCredentials) {
+			s.fail(w, http.StatusUnauthorized, "sign in: present your pando user certificate, or a user name and password of this gateway")
+		} else {
+			s.fail(w, http.StatusUnauthorized, err.Error())
+		}
+		return
+	}
+	p, err := CleanPath(r.URL.Path)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, fmt.Sprintf("%q: %v", r.URL.Path, err))
+		return
+	}
+	if dst := r.Header.Get("Destination"); dst != "" {
+		u, err := url.Parse(dst)
+		if err == nil {
+			_, err = CleanPath(u.Path)
+		}
+		if err != nil {
+			s.fail(w, http.StatusBadRequest, fmt.Sprintf("Destination %q: %v", dst, err))
+			return
+		}
+	}
+	v, err := s.g.Acquire(r.Context(), user)
+	if err != nil {
+		s.fail(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	defer s.g.Release(user)
+	ctx := r.Context()
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		s.get(ctx, w, r, v, p)
+	case s.dav:
+		h := &webdav.Handler{FileSystem: davFS{v}, LockSystem: s.locks}
+		h.ServeHTTP(w, r)
+	case r.Method == http.MethodPut:
+		s.put(ctx, w, r, v, p)
+	case r.Method == http.MethodDelete:
+		s.delete(ctx, w, v, p)
+	case r.Method == http.MethodOptions:
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, OPTIONS")
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, OPTIONS")
+		s.fail(w, http.StatusMethodNotAllowed, r.Method+" is not served here (GET, HEAD, PUT, DELETE, OPTIONS; WebDAV with pando serve webdav)")
+	}
+}
+
+func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, p string) {
+	f, err := OpenFile(ctx, v, p, syscall.O_RDONLY, 0)
+	if err != nil {
+		s.failErr(w, p, err)
+		return
+	}
+	defer f.Close()
+	a := f.Attr()
+	if f.h == nil {
+		s.list(w, r, f, p)
+		return
+	}
+	w.Header().Set("ETag", ETag(a))
+	w.Header().Set("Accept-Ranges", "bytes")
+	// ServeContent answers ranges, If-None-Match, If-Modified-Since,
+	// If-Range and If-Match from the ETag and the time.
+	http.ServeContent(w, r, path.Base(p), time.Unix(0, a.Mtime), f)
+}
+
+// Entry is one name of a JSON listing.
+type Entry struct {
+	Name  string    `json:"name"`
+	Type  string    `json:"type"`
+	Size  int64     `json:"size"`
+	MTime time.Time `json:"mtime"`
+	Mode  string    `json:"mode"`
+	ETag  string    `json:"etag,omitempty"`
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, f *File, p string) {
+	infos, err := f.Readdir(-1)
+	if err != nil {
+		s.failErr(w, p, err)
+		return
+	}
+	slices.SortFunc(infos, func(a, b fs.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+	ents := make([]Entry, 0, len(infos))
+	for _, fi := range infos {
+		e := Entry{Name: fi.Name(), Type: "file", Size: fi.Size(), MTime: fi.ModTime().UTC(), Mode: fi.Mode().String()}
+		switch fi.Mode().Type() {
+		case fs.ModeDir:
+			e.Type, e.Size = "dir", 0
+		case fs.ModeSymlink:
+			e.Type = "link"
+		case 0:
+			e.ETag = ETag(fi.(*FileInfo).Attr())
+		default:
+			e.Type = "other"
+		}
+		ents = append(ents, e)
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(struct {
+			Path    string  `json:"path"`
+			Entries []Entry `json:"entries"`
+		}{p, ents})
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	base := strings.TrimSuffix(p, "/") + "/"
+	var b strings.Builder
+	fmt.Fprintf(&b, "<!doctype html><meta charset=utf-8><title>%s</title><h1>%s</h1><table>\n", html.EscapeString(p), html.EscapeString(p))
+	if p != "/" {
+		fmt.Fprintf(&b, "<tr><td><a href=\"%s\">..</a></td></tr>\n", html.EscapeString(escapePath(path.Dir(p))))
+	}
+	for _, e := range ents {
+		href := escapePath(base + e.Name)
+		name := e.Name
+		if e.Type == "dir" {
+			href += "/"
+			name += "/"
+		}
+		fmt.Fprintf(&b, "<tr><td><a href=\"%s\">%s</a></td><td>%d</td><td>%s</td></tr>\n",
+			html.EscapeString(href), html.EscapeString(name), e.Size, e.MTime.Format(time.RFC3339))
+	}
+	b.WriteString("</table>\n")
+	if r.Method != http.MethodHead {
+		io.WriteString(w, b.String())
+	}
+}
+
+func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
+
+func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, p string) {
+	a, err := v.GetAttr(ctx, p)
+	exists := err == nil
+	switch {
+	case exists && a.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		s.fail(w, http.StatusConflict, p+" is not a file")
+		return
+	case exists && r.Header.Get("If-None-Match") == "*":
+		s.fail(w, http.StatusPreconditionFailed, p+" exists")
+		return
+	case r.Header.Get("If-Match") != "" && (!exists || (r.Header.Get("If-Match") != "*" && r.Header.Get("If-Match") != ETag(a))):
+		s.fail(w, http.StatusPreconditionFailed, p+" is not the version named in If-Match")
+		return
+	}
+	if r.Header.Get("Content-Range") != "" {
+		s.fail(w, http.StatusNotImplemented, "a PUT replaces a whole file; Content-Range is not taken")
+		return
+	}
+	f, err := OpenFile(ctx, v, p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o644)
+	if err != nil {
+		if Errno(err) == syscall.ENOENT {
+			s.fail(w, http.StatusConflict, fmt.Sprintf("%s: the directory it would be in does not exist", p))
+			return
+		}
+		s.failErr(w, p, err)
+		return
+	}
+	_, err = io.Copy(f, r.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		s.failErr(w, p, err)
+		return
+	}
+	if a, err := v.GetAttr(ctx, p); err == nil {
+		w.Header().Set("ETag", ETag(a))
+	}
+	if exists {
+		w.WriteHeader(http.StatusNoContent)
+	} else {
+		w.WriteHeader(http.StatusCreated)
+	}
+}
+
+func (s *Server) delete(ctx context.Context, w http.ResponseWriter, v *vfs.FS, p string) {
+	a, err := v.GetAttr(ctx, p)
+	if err == nil {
+		if a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			err = v.Rmdir(ctx, p)
+		} else {
+			err = v.Unlink(ctx, p)
+		}
+	}
+	if err != nil {
+		s.failErr(w, p, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
