@@ -60,4 +60,17 @@ func TestGatewayServe(t *testing.T) {
 	if d.pando(alice, "cat", "/d/data/g.txt").ok().stdout != "through the gateway\n" {
 		t.Error("the CLI does not read what the gateway wrote")
 	}
+
+	_, m = start(t, `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "webdav",
+		"--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "davcache"), "--passwords", pw)
+	url, cacert = m[1], m[2]
+	if out := curl("alice:alice-password", "-o", "/dev/null", "-X", "MKCOL", url+"/d/data/col"); out != "201" {
+		t.Errorf("MKCOL as alice: %s", out)
+	}
+	if out := curl("bob:bob-password", "-X", "PROPFIND", "-H", "Depth: 1", url+"/d/data/"); !strings.HasSuffix(out, "207") || !strings.Contains(out, "/d/data/col/") {
+		t.Errorf("PROPFIND as bob: %s", out)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "col")); err != nil || !fi.IsDir() {
+		t.Errorf("MKCOL made no directory at the share: %v", err)
+	}
 }

@@ -42,6 +42,9 @@ func (i *FileInfo) Mode() fs.FileMode {
 	return m
 }
 
+// ETag is the entity tag webdav shows for the file (webdav.ETager).
+func (i *FileInfo) ETag(context.Context) (string, error) { return ETag(i.a), nil }
+
 // Attr is the file's vfs attributes.
 func (i *FileInfo) Attr() wire.Attr { return i.a }
 
@@ -76,6 +79,7 @@ type File struct {
 	off  int64
 	ctx  context.Context
 	list []fs.FileInfo
+	dav  *davFS // the WebDAV request it was opened for, if any
 }
 
 // OpenFile opens the global path p of v.
@@ -141,6 +145,9 @@ func (f *File) Write(p []byte) (int, error) {
 		return 0, syscall.EISDIR
 	}
 	n, err := f.h.Write(f.ctx, p, f.off)
+	if err != nil && f.dav != nil {
+		f.dav.note(err)
+	}
 	f.off += int64(n)
 	if f.off > f.a.Size {
 		f.a.Size = f.off
@@ -176,6 +183,9 @@ func (f *File) Close() error {
 		err = rerr
 	}
 	f.h = nil
+	if err != nil && f.dav != nil {
+		f.dav.note(err)
+	}
 	return err
 }
 

@@ -165,8 +165,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		s.get(ctx, w, r, v, p)
 	case s.dav:
-		h := &webdav.Handler{FileSystem: davFS{v}, LockSystem: s.locks}
-		h.ServeHTTP(w, r)
+		if code, msg := checkDAVBody(r); code != 0 {
+			s.fail(w, code, msg)
+			return
+		}
+		if ifFails(ctx, v, r, p) {
+			s.fail(w, http.StatusPreconditionFailed, "the If header does not hold: no list of it names this version of "+p)
+			return
+		}
+		fsys := &davFS{v: v}
+		h := &webdav.Handler{FileSystem: fsys, LockSystem: s.locks}
+		h.ServeHTTP(&davStatus{ResponseWriter: w, fs: fsys, s: s}, r)
 	case r.Method == http.MethodPut:
 		s.put(ctx, w, r, v, p)
 	case r.Method == http.MethodDelete:

@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// litmusSuites are the suites of the WebDAV compliance suite litmus.
+var litmusSuites = []string{"basic", "copymove", "props", "locks", "http"}
+
+// litmusKnown are the tests known to fail, and why (docs/gateways.md).
+var litmusKnown = map[string]string{
+	"lock_shared": "golang.org/x/net/webdav takes exclusive locks only (501 for a shared one)",
+}
+
+// TestWebDAVLitmus runs litmus against pando serve webdav's front end,
+// signed in as alice with a password over TLS, and reports its counts.
+func TestWebDAVLitmus(t *testing.T) {
+	needTool(t, "litmus")
+	e := newEnv(t, true)
+	out, err := exec.Command("litmus", "-k", e.url+"/d/data/", "alice", "alice-secret-pw").CombinedOutput()
+	t.Logf("litmus:\n%s", out)
+	sums := regexp.MustCompile("<- summary for `(\\w+)': of (\\d+) tests run: (\\d+) passed, (\\d+) failed").FindAllStringSubmatch(string(out), -1)
+	got := map[string][2]int{}
+	for _, m := range sums {
+		run, _ := strconv.Atoi(m[2])
+		passed, _ := strconv.Atoi(m[3])
+		got[m[1]] = [2]int{passed, run}
+	}
+	var line []string
+	for _, s := range litmusSuites {
+		line = append(line, fmt.Sprintf("%s %d/%d", s, got[s][0], got[s][1]))
+	}
+	t.Logf("litmus passed: %s (err %v)", strings.Join(line, ", "), err)
+	failed := 0
+	for _, m := range regexp.MustCompile(`\d+\. (\w+)\.*\s+\d+\. \w+\.* FAIL`).FindAllStringSubmatch(string(out), -1) {
+		failed++
+		if _, ok := litmusKnown[m[1]]; !ok {
+			t.Errorf("litmus test %s fails", m[1])
+		}
+	}
+	for _, s := range litmusSuites {
+		if got[s][1] == 0 {
+			t.Errorf("litmus %s did not run", s)
+		}
+		failed -= got[s][1] - got[s][0]
+	}
+	if failed != 0 {
+		t.Errorf("litmus: the failures counted in the summaries and in the lines differ by %d", failed)
+	}
+}
+
+// TestWebDAVRefusals: through WebDAV, a user without the rights changes
+// nothing, hostile Destinations and If headers are refused, and XML
+// bombs get 400 or 413 while the gateway serves on.
+func TestWebDAVRefusals(t *testing.T) {
+	needTool(t, "curl")
+	e := newEnv(t, true)
+	os.WriteFile(filepath.Join(e.root, "keep.txt"), []byte("kept"), 0o644)
+	os.Mkdir(filepath.Join(e.root, "dir"), 0o755)
+	outside := filepath.Dir(e.root)
+	before, beforeOut := tree(t, e.root), exports(tree(t, outside))
+	body := filepath.Join(e.dir, "payload")
+	os.WriteFile(body, []byte("payload"), 0o644)
+	xmlFile := func(name, s string) string {
+		p := filepath.Join(e.dir, name)
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	proppatch := xmlFile("pp.xml", `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:"><D:set><D:prop><x:k xmlns:x="urn:x">v</x:k></D:prop></D:set></D:propertyupdate>`)
+	deep := xmlFile("deep.xml", `<?xml version="1.0"?><D:propfind xmlns:D="DAV:">`+strings.Repeat("<D:prop>", 200)+strings.Repeat("</D:prop>", 200)+`</D:propfind>`)
+	big := xmlFile("big.xml", `<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>`+strings.Repeat("<D:getetag/>", 60_000)+`</D:prop></D:propfind>`)
+	laughs := xmlFile("laughs.xml", `<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]><D:propfind xmlns:D="DAV:"><D:prop><x>&b;</x></D:prop></D:propfind>`)
+	malformed := xmlFile("bad.xml", `<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:prop>`)
+	lock := xmlFile("lock.xml", `<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>`)
+	dest := func(p string) string { return "Destination: " + e.url + p }
+
+	for _, c := range []struct {
+		name, user string
+		args       []string
+		want       int
+	}{
+		{"bob MKCOL", "bob", []string{"-X", "MKCOL", e.url + "/d/data/newdir"}, 403},
+		{"bob PUT", "pw:bob", []string{"-T", body, e.url + "/d/data/new.txt"}, 403},
+		{"bob PUT over", "bob", []string{"-T", body, e.url + "/d/data/keep.txt"}, 403},
+		{"bob MOVE", "bob", []string{"-X", "MOVE", "-H", dest("/d/data/moved.txt"), e.url + "/d/data/keep.txt"}, 403},
+		{"bob COPY", "bob", []string{"-X", "COPY", "-H", dest("/d/data/copy.txt"), e.url + "/d/data/keep.txt"}, 403},
+		{"bob DELETE", "bob", []string{"-X", "DELETE", e.url + "/d/data/keep.txt"}, 403},
+		{"bob DELETE dir", "bob", []string{"-X", "DELETE", e.url + "/d/data/dir"}, 403},
+		{"bob PROPPATCH", "bob", []string{"-X", "PROPPATCH", "--data-binary", "@" + proppatch, e.url + "/d/data/keep.txt"}, 403},
+		{"bob LOCK unmapped", "bob", []string{"-X", "LOCK", "--data-binary", "@" + lock, e.url + "/d/data/locked.txt"}, 403},
+		{"nobody PROPFIND", "", []string{"-X", "PROPFIND", e.url + "/d/data/"}, 401},
+		{"MOVE to %2e%2e", "alice", []string{"-X", "MOVE", "-H", dest("/d/data/%2e%2e/x"), e.url + "/d/data/keep.txt"}, 400},
+		{"COPY to ..%5c", "alice", []string{"-X", "COPY", "-H", dest("/d/data/..%5cx"), e.url + "/d/data/keep.txt"}, 400},
+		{"COPY to ..", "alice", []string{"-X", "COPY", "-H", dest("/d/data/../x"), e.url + "/d/data/keep.txt"}, 400},
+		{"MKCOL %2e%2e", "alice", []string{"-X", "MKCOL", e.url + "/d/data/%2e%2e/x"}, 400},
+		{"If with another ETag", "alice", []string{"-T", body, "-H", `If: (["0-0"])`, e.url + "/d/data/keep.txt"}, 412},
+		{"PROPFIND nested 200 deep", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + deep, e.url + "/d/data/"}, 400},
+		{"PROPFIND of 120,000 tokens", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + big, e.url + "/d/data/"}, 413},
+		{"PROPFIND with entities", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + laughs, e.url + "/d/data/"}, 400},
+		{"PROPFIND malformed", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + malformed, e.url + "/d/data/"}, 400},
+	} {
+		code, msg, _ := e.curl(t, c.user, c.args...)
+		if code != c.want {
+			t.Errorf("%s: %d (%s), want %d", c.name, code, strings.TrimSpace(msg), c.want)
+		}
+	}
+	sameTree(t, "the share", before, tree(t, e.root))
+	sameTree(t, "beside the share", beforeOut, exports(tree(t, outside)))
+	code, msg, _ := e.curl(t, "alice", "-X", "PROPFIND", "-H", "Depth: 1", e.url+"/d/data/")
+	if code != 207 || !strings.Contains(msg, "/d/data/keep.txt") {
+		t.Errorf("PROPFIND after the refusals: %d %s", code, msg)
+	}
+}
+
+// TestDAVBodyBounds: an XML body past 1 MiB is refused unread.
+func TestDAVBodyBounds(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want int
+	}{
+		{strings.Repeat(" ", maxDAVBody+1), 413},
+		{`<a xmlns:x=""/>`, 400},
+		{`<a><b></a>`, 400},
+		{`<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>`, 0},
+	} {
+		r := httptest.NewRequest("PROPFIND", "/d/data/", strings.NewReader(c.body))
+		if code, msg := checkDAVBody(r); code != c.want {
+			t.Errorf("%.40q: %d %s, want %d", c.body, code, msg, c.want)
+		}
+	}
+}
