@@ -14,6 +14,8 @@ import (
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/gateway"
 	"pando.dev/pando/internal/vfs"
 )
@@ -38,12 +40,15 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string) {
 	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
 }
 
-// start starts a gateway and its HTTP front end, WebDAV too if dav.
-func (f *gatewayFlags) start(g *cli.Globals, dav bool) (*gateway.Gateway, net.Listener, string, error) {
-	cfg := gateway.Config{Log: g.Logger()}
+// start starts a gateway and its HTTP front end, WebDAV too if dav,
+// with the gateway's credentials creds (nil: those of --config).
+func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, dav bool) (*gateway.Gateway, net.Listener, string, error) {
+	cfg := gateway.Config{Log: g.Logger(), Client: creds}
 	var err error
-	if cfg.Client, err = g.Config(); err != nil {
-		return nil, nil, "", err
+	if cfg.Client == nil {
+		if cfg.Client, err = g.Config(); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	cfg.Cache = cache.Options{Dir: f.cacheDir}
 	if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {
@@ -131,7 +136,7 @@ their name, with their rights. See docs/gateways.md.`,
 			Short: proto.short,
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				gw, ln, url, err := f.start(g, proto.dav)
+				gw, ln, url, err := f.start(g, nil, proto.dav)
 				if err != nil {
 					return err
 				}
@@ -175,4 +180,50 @@ their name, with their rights. See docs/gateways.md.`,
 type tlsCertRef struct {
 	cert tls.Certificate
 	file string
+}
+
+// upGateways starts the gateways asked for with pando up --serve
+// PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
+// use and keeps in state/gateway.json. It returns a function that stops
+// them.
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords string) (func(), error) {
+	var stops []func()
+	stop := func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	if len(specs) == 0 {
+		return stop, nil
+	}
+	bundle := filepath.Join(state, "gateway.json")
+	creds, err := config.Load(bundle)
+	if err != nil {
+		resp, err := cl.GatewayAdd(cmd.Context(), "gateway")
+		if err != nil {
+			return stop, fmt.Errorf("making the gateway's credentials (kept in %s, which is missing): %w", bundle, err)
+		}
+		creds = &config.Config{Domain: admin.Domain, Controller: admin.Controller, Controllers: admin.Controllers, User: "gateway",
+			CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
+		if err := creds.Save(bundle); err != nil {
+			return stop, err
+		}
+	}
+	for _, spec := range specs {
+		proto, addr, ok := strings.Cut(spec, "=")
+		if !ok || (proto != "http" && proto != "webdav") || addr == "" {
+			stop()
+			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http or webdav, e.g. --serve webdav=127.0.0.1:8444", spec)
+		}
+		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
+			consistency: "window=3s", write: "close", passwords: passwords}
+		gw, ln, url, err := f.start(g, creds, proto == "webdav")
+		if err != nil {
+			stop()
+			return func() {}, fmt.Errorf("--serve %s: %w", spec, err)
+		}
+		stops = append(stops, func() { ln.Close(); gw.Close() })
+		fmt.Fprintf(cmd.OutOrStdout(), "%s gateway at %s\n", proto, url)
+	}
+	return stop, nil
 }

@@ -133,6 +133,8 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		mountDir              string
 		mf                    mountFlags
 		lf                    limitFlags
+		serve                 []string
+		passwords             string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -221,6 +223,11 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 			}
+			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords)
+			if err != nil {
+				return err
+			}
+			defer stopGateways()
 			fmt.Fprintf(out, "\npando is up: domain %s, controller %s\n", c.Domain(), c.Addr())
 			fmt.Fprintf(out, "administrator credentials: %s%s\n\n", cfgPath, note)
 			fmt.Fprintf(out, "Try:\n  pando ls /%s\n  pando put README.md /%s/%s/\n  pando user add alice     # writes alice.json, a credential bundle for alice\n  pando acl set /%s/%s alice read\n\nCtrl-C stops pando.\n",
@@ -236,6 +243,8 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringArrayVar(&dirs, "share", nil, "directory to export (repeatable; default STATE/data)")
 	cmd.Flags().BoolVar(&noConfig, "no-config", false, "do not write the administrator's configuration to the default place")
 	cmd.Flags().StringVar(&mountDir, "mount", "", "also mount the namespace here (FUSE)")
+	cmd.Flags().StringArrayVar(&serve, "serve", nil, "also serve the namespace: http=ADDR or webdav=ADDR (repeatable; see pando serve)")
+	cmd.Flags().StringVar(&passwords, "passwords", "", "a password file for the gateways of --serve (pando serve passwd)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pando.dev/pando/internal/config"
 )
 
 // TestGatewayServe: pando serve http, run with a gateway's credentials
@@ -72,5 +74,40 @@ func TestGatewayServe(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(root, "col")); err != nil || !fi.IsDir() {
 		t.Errorf("MKCOL made no directory at the share: %v", err)
+	}
+}
+
+// TestUpServe: pando up --serve webdav=ADDR makes its gateway's
+// credentials and serves the administrator, signed in with the
+// certificate of the administrator's bundle.
+func TestUpServe(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is not installed (./dev test installs it)")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	os.Mkdir(data, 0o755)
+	state := filepath.Join(dir, "state")
+	_, m := start(t, `webdav gateway at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "up", "--state", state, "--share", data,
+		"--listen", "127.0.0.1:0", "--no-config", "--serve", "webdav=127.0.0.1:0")
+	url, cacert := m[1], m[2]
+	cfg, err := config.Load(filepath.Join(state, "controller", "admin.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "a.crt"), []byte(cfg.Cert), 0o600)
+	os.WriteFile(filepath.Join(dir, "a.key"), []byte(cfg.Key), 0o600)
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, []byte("up and served\n"), 0o644)
+	out, err := exec.Command("curl", "-sS", "--cacert", cacert, "--cert", filepath.Join(dir, "a.crt"), "--key", filepath.Join(dir, "a.key"),
+		"-o", "/dev/null", "-w", "%{http_code}", "-T", src, url+"/local/data/u.txt").Output()
+	if string(out) != "201" {
+		t.Fatalf("PUT as the administrator: %q %v", out, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(data, "u.txt")); string(b) != "up and served\n" {
+		t.Errorf("the share holds %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(state, "gateway.json")); err != nil {
+		t.Errorf("the gateway's credentials were not kept: %v", err)
 	}
 }

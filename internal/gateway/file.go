@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"syscall"
 	"time"
@@ -72,10 +73,14 @@ func hexNum(n uint64) string {
 // File is an open file or directory of a user's vfs, read and written at
 // an offset as the net/http and webdav packages want.
 type File struct {
-	v    *vfs.FS
-	p    string
-	a    wire.Attr
-	h    *vfs.Handle // nil for a directory
+	v *vfs.FS
+	p string
+	a wire.Attr
+	h *vfs.Handle // nil for a directory
+	// back is the cache's data file, when the cache held the whole file
+	// at open (read-only opens): reads go straight to it, as the mount's
+	// passthrough reads do.
+	back *os.File
 	off  int64
 	ctx  context.Context
 	list []fs.FileInfo
@@ -110,6 +115,11 @@ func OpenFile(ctx context.Context, v *vfs.FS, p string, flag int, perm uint32) (
 	if f.h, err = v.Open(ctx, p, uint32(flag)); err != nil {
 		return nil, err
 	}
+	if flag&(syscall.O_WRONLY|syscall.O_RDWR) == 0 {
+		if b, _, ok := f.h.Backing(0); ok {
+			f.back = b
+		}
+	}
 	if flag&syscall.O_TRUNC != 0 {
 		if f.a, err = f.h.Truncate(ctx, 0); err != nil {
 			f.h.Release(ctx)
@@ -132,7 +142,16 @@ func (f *File) Read(p []byte) (int, error) {
 	if rem := f.a.Size - f.off; int64(len(p)) > rem {
 		p = p[:rem]
 	}
-	n, err := f.h.Read(f.ctx, p, f.off)
+	var n int
+	var err error
+	if f.back != nil {
+		n, err = f.back.ReadAt(p, f.off)
+		if errors.Is(err, io.EOF) && n > 0 {
+			err = nil
+		}
+	} else {
+		n, err = f.h.Read(f.ctx, p, f.off)
+	}
 	f.off += int64(n)
 	if n == 0 && err == nil {
 		return 0, io.EOF
@@ -177,6 +196,11 @@ func (f *File) Seek(off int64, whence int) (int64, error) {
 func (f *File) Close() error {
 	if f.h == nil {
 		return nil
+	}
+	if f.back != nil {
+		f.back.Close()
+		f.h.Unback()
+		f.back = nil
 	}
 	err := f.h.Flush(f.ctx)
 	if rerr := f.h.Release(f.ctx); err == nil {

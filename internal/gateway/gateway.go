@@ -60,6 +60,8 @@ type Gateway struct {
 
 	// Requests counts requests by outcome, for the gateway's metrics.
 	Requests, Refused, Unauthenticated atomic.Int64
+	// Direct counts opens read straight from the cache's data file.
+	Direct atomic.Int64
 }
 
 type userFS struct {
@@ -206,13 +208,14 @@ type Stats struct {
 	Requests        int64             `json:"requests"`
 	Refused         int64             `json:"refused"`
 	Unauthenticated int64             `json:"unauthenticated"`
+	Direct          int64             `json:"direct_opens"`
 	RPCs            map[string]uint64 `json:"rpcs"`
 	Cache           cache.Stats       `json:"cache"`
 }
 
 // Stats returns the gateway's figures.
 func (g *Gateway) Stats() Stats {
-	s := Stats{Requests: g.Requests.Load(), Refused: g.Refused.Load(), Unauthenticated: g.Unauthenticated.Load(), RPCs: map[string]uint64{}}
+	s := Stats{Requests: g.Requests.Load(), Refused: g.Refused.Load(), Unauthenticated: g.Unauthenticated.Load(), Direct: g.Direct.Load(), RPCs: map[string]uint64{}}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s.Users = len(g.users)

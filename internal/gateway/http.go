@@ -197,6 +197,9 @@ func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request
 	}
 	defer f.Close()
 	a := f.Attr()
+	if f.back != nil {
+		s.g.Direct.Add(1)
+	}
 	if f.h == nil {
 		s.list(w, r, f, p)
 		return

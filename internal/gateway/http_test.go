@@ -80,7 +80,7 @@ func TestHTTPCurl(t *testing.T) {
 		t.Errorf("GET after DELETE: %d, want 404", code)
 	}
 	st := e.g.Stats()
-	if st.Users != 2 || st.Requests < 9 || st.RPCs["getfile"]+st.RPCs["read"]+st.RPCs["open"] == 0 {
+	if st.Users != 2 || st.Requests < 9 || st.Direct == 0 || st.RPCs["getfile"]+st.RPCs["read"]+st.RPCs["open"] == 0 {
 		t.Errorf("stats: %+v", st)
 	}
 }
