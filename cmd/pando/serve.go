@@ -98,13 +98,13 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, dav bool) (*g
 		gw.Close()
 		return nil, nil, "", err
 	}
-	srv := gateway.NewServer(gw, gw.NewAuthenticator(pw), dav)
+	authn := gw.NewAuthenticator(pw)
 	scheme := "http"
 	if certp != nil {
 		scheme = "https"
-		go srv.Serve(ln, &certp.cert)
+		go gw.Serve(ln, &certp.cert, authn, dav)
 	} else {
-		go srv.Serve(ln, nil)
+		go gw.Serve(ln, nil, authn, dav)
 	}
 	note := ""
 	if certp != nil {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/web"
 )
 
 // How a person proves who they are at a gateway, tried in this order:
@@ -209,9 +210,6 @@ func (g *Gateway) NewAuthenticator(passwords *Passwords) *Authenticator {
 	return &Authenticator{g: g, passwords: passwords}
 }
 
-// ErrNoCredentials: the request carries no credentials.
-var ErrNoCredentials = errors.New("no credentials")
-
 // User returns the name of the user who made r.
 func (a *Authenticator) User(r *http.Request) (string, error) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -226,7 +224,7 @@ func (a *Authenticator) User(r *http.Request) (string, error) {
 	}
 	user, pw, ok := r.BasicAuth()
 	if !ok {
-		return "", ErrNoCredentials
+		return "", web.ErrNoCredentials
 	}
 	if a.passwords == nil {
 		return "", errors.New("this gateway takes no passwords; present your user certificate")

@@ -83,7 +83,7 @@ func newEnv(t *testing.T, dav bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go NewServer(e.g, e.g.NewAuthenticator(pw), dav).Serve(ln, &cert)
+	go e.g.Serve(ln, &cert, e.g.NewAuthenticator(pw), dav)
 	e.url = "https://" + ln.Addr().String()
 	return e
 }

@@ -16,14 +16,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"pando.dev/pando/internal/auth"
@@ -31,6 +30,7 @@ import (
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/web"
 )
 
 // Config configures a gateway.
@@ -58,10 +58,8 @@ type Gateway struct {
 	users  map[string]*userFS
 	closed bool
 
-	// Requests counts requests by outcome, for the gateway's metrics.
-	Requests, Refused, Unauthenticated atomic.Int64
-	// Direct counts opens read straight from the cache's data file.
-	Direct atomic.Int64
+	// Counters count the requests of the gateway's front ends.
+	Counters web.Counters
 }
 
 type userFS struct {
@@ -119,13 +117,28 @@ func (g *Gateway) Domain() string { return g.cfg.Client.Domain }
 // gateway accepts.
 func (g *Gateway) CAPool() *x509.CertPool { return g.pool }
 
-// CAPEM is the domain's CA certificate.
-func (g *Gateway) CAPEM() []byte {
-	b, _ := pem.Decode([]byte(g.cfg.Client.CA))
-	if b == nil {
-		return nil
+// TLSConfig is the TLS configuration of a front end that presents
+// cert and asks for (without requiring) a client certificate of the
+// domain's CA.
+func (g *Gateway) TLSConfig(cert tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    g.pool,
+		MinVersion:   tls.VersionTLS12,
 	}
-	return pem.EncodeToMemory(b)
+}
+
+// Serve serves the namespace over HTTP (with WebDAV if dav) on ln: over
+// TLS with cert, or in clear text if cert is nil (which the caller allows
+// on loopback only), signing people in with authn.
+func (g *Gateway) Serve(ln net.Listener, cert *tls.Certificate, authn *Authenticator, dav bool) error {
+	srv := web.NewServer(g, authn, g.Domain(), dav, &g.Counters, g.cfg.Log)
+	if cert == nil {
+		authn.PlainOK = true
+		return srv.Serve(ln, nil)
+	}
+	return srv.Serve(ln, g.TLSConfig(*cert))
 }
 
 // Acquire returns user's file system, made at first use; release it with
@@ -215,7 +228,8 @@ type Stats struct {
 
 // Stats returns the gateway's figures.
 func (g *Gateway) Stats() Stats {
-	s := Stats{Requests: g.Requests.Load(), Refused: g.Refused.Load(), Unauthenticated: g.Unauthenticated.Load(), Direct: g.Direct.Load(), RPCs: map[string]uint64{}}
+	s := Stats{Requests: g.Counters.Requests.Load(), Refused: g.Counters.Refused.Load(), Unauthenticated: g.Counters.Unauthenticated.Load(),
+		Direct: g.Counters.Direct.Load(), RPCs: map[string]uint64{}}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s.Users = len(g.users)

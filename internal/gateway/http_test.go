@@ -12,6 +12,7 @@ import (
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/web"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -59,7 +60,7 @@ func TestHTTPCurl(t *testing.T) {
 	code, body, _ = e.curl(t, "alice", e.url+"/d/data/?format=json")
 	var l struct {
 		Path    string
-		Entries []Entry
+		Entries []web.Entry
 	}
 	if err := json.Unmarshal([]byte(body), &l); code != 200 || err != nil || l.Path != "/d/data" || len(l.Entries) != 2 ||
 		l.Entries[0].Name != "f.bin" || l.Entries[0].Size != int64(len(want)) || l.Entries[0].ETag != etag[1] || l.Entries[1].Type != "dir" {

@@ -1,4 +1,4 @@
-package gateway
+package web
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func (d *davStatus) WriteHeader(code int) {
 	if code >= 400 && d.fs.refused != nil && code != http.StatusPreconditionFailed && code != http.StatusLocked {
 		code = Status(d.fs.refused)
 		if code == http.StatusForbidden {
-			d.s.g.Refused.Add(1)
+			d.s.c.Refused.Add(1)
 		}
 	}
 	d.ResponseWriter.WriteHeader(code)

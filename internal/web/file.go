@@ -1,4 +1,4 @@
-package gateway
+package web
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
 )
@@ -256,7 +255,7 @@ func (f *File) Readdir(count int) ([]fs.FileInfo, error) {
 
 // Errno is the errno of a vfs error.
 func Errno(err error) syscall.Errno {
-	if errors.Is(err, client.ErrUnreachable) {
+	if errors.Is(err, vfs.ErrUnreachable) {
 		return syscall.EHOSTUNREACH
 	}
 	var en syscall.Errno

@@ -1,4 +1,4 @@
-package gateway
+package web
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,15 +30,45 @@ import (
 // DAV is set, WebDAV class 1 and 2 on the same URLs. The URL path is the
 // global path: https://gw/uva/data/f.txt is /uva/data/f.txt.
 type Server struct {
-	g     *Gateway
-	authn *Authenticator
+	users Users
+	authn Authenticator
+	realm string
 	dav   bool
 	locks webdav.LockSystem
+	c     *Counters
+	log   *slog.Logger
 }
 
-// NewServer serves g's namespace over HTTP, with WebDAV if dav is set.
-func NewServer(g *Gateway, authn *Authenticator, dav bool) *Server {
-	return &Server{g: g, authn: authn, dav: dav, locks: webdav.NewMemLS()}
+// Users gives each request the file system of the user who made it:
+// a vfs whose every request carries that user's rights.
+type Users interface {
+	Acquire(ctx context.Context, user string) (*vfs.FS, error)
+	Release(user string)
+}
+
+// Authenticator names the user who made a request, or fails; with no
+// credentials at all, with ErrNoCredentials.
+type Authenticator interface {
+	User(r *http.Request) (string, error)
+}
+
+// ErrNoCredentials: the request carries no credentials.
+var ErrNoCredentials = errors.New("no credentials")
+
+// Counters count a server's requests by outcome.
+type Counters struct {
+	Requests, Refused, Unauthenticated atomic.Int64
+	// Direct counts opens read straight from the cache's data file.
+	Direct atomic.Int64
+}
+
+// NewServer serves the namespace of users over HTTP, with WebDAV if dav
+// is set; realm names the domain in authentication challenges.
+func NewServer(users Users, authn Authenticator, realm string, dav bool, c *Counters, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{users: users, authn: authn, realm: realm, dav: dav, locks: webdav.NewMemLS(), c: c, log: log}
 }
 
 // Limits of the HTTP front end.
@@ -46,20 +77,13 @@ const (
 	headerTimeout  = 10 * time.Second
 )
 
-// Serve serves on ln until it is closed: over TLS with cert unless
-// cert is nil (loopback only, --insecure).
-func (s *Server) Serve(ln net.Listener, cert *tls.Certificate) error {
+// Serve serves on ln until it is closed: over TLS with tc unless tc is
+// nil (loopback only, --insecure).
+func (s *Server) Serve(ln net.Listener, tc *tls.Config) error {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(s.g.cfg.Log.Handler(), slog.LevelDebug)}
-	if cert != nil {
-		ln = tls.NewListener(ln, &tls.Config{
-			Certificates: []tls.Certificate{*cert},
-			ClientAuth:   tls.VerifyClientCertIfGiven,
-			ClientCAs:    s.g.CAPool(),
-			MinVersion:   tls.VersionTLS12,
-		})
-	} else {
-		s.authn.PlainOK = true
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	return hs.Serve(ln)
 }
@@ -114,7 +138,7 @@ func Status(err error) int {
 
 func (s *Server) fail(w http.ResponseWriter, code int, msg string) {
 	if code == http.StatusForbidden || code == http.StatusUnauthorized {
-		s.g.Refused.Add(1)
+		s.c.Refused.Add(1)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -127,11 +151,11 @@ func (s *Server) failErr(w http.ResponseWriter, p string, err error) {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.g.Requests.Add(1)
+	s.c.Requests.Add(1)
 	user, err := s.authn.User(r)
 	if err != nil {
-		s.g.Unauthenticated.Add(1)
-		w.Header().Set("WWW-Authenticate", `Basic realm="pando `+s.g.Domain()+`", charset="UTF-8"`)
+		s.c.Unauthenticated.Add(1)
+		w.Header().Set("WWW-Authenticate", `Basic realm="pando `+s.realm+`", charset="UTF-8"`)
 		if errors.Is(err, ErrNoCredentials) {
 			s.fail(w, http.StatusUnauthorized, "sign in: present your pando user certificate, or a user name and password of this gateway")
 		} else {
@@ -154,12 +178,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, err := s.g.Acquire(r.Context(), user)
+	v, err := s.users.Acquire(r.Context(), user)
 	if err != nil {
 		s.fail(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	defer s.g.Release(user)
+	defer s.users.Release(user)
 	ctx := r.Context()
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
@@ -198,7 +222,7 @@ func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request
 	defer f.Close()
 	a := f.Attr()
 	if f.back != nil {
-		s.g.Direct.Add(1)
+		s.c.Direct.Add(1)
 	}
 	if f.h == nil {
 		s.list(w, r, f, p)
