@@ -24,25 +24,31 @@ import (
 type gatewayFlags struct {
 	listen, cacheDir, cacheSize, memory, consistency, write string
 	passwords, tlsCert, tlsKey                              string
+	s3Keys, hostSuffix                                      string
 	insecure                                                bool
 }
 
-func (f *gatewayFlags) add(cmd *cobra.Command, addr string) {
+func (f *gatewayFlags) add(cmd *cobra.Command, addr string, s3 bool) {
+	if s3 {
+		cmd.Flags().StringVar(&f.s3Keys, "keys", "", "the S3 access key file (pando serve s3-key; required)")
+		cmd.Flags().StringVar(&f.hostSuffix, "host-suffix", "", "also take virtual-host-style requests: the bucket named in the host name BUCKET.SUFFIX")
+	} else {
+		cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) whose users may sign in with HTTP Basic authentication over TLS")
+	}
 	cmd.Flags().StringVar(&f.listen, "listen", addr, "address to listen on")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "disk space each user's cache may use")
 	cmd.Flags().StringVar(&f.memory, "memory", "64MiB", "memory each user's cache may use")
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
-	cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) whose users may sign in with HTTP Basic authentication over TLS")
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "the certificate to serve TLS with (default: one the gateway makes and keeps in --cache-dir as gateway.crt)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert")
 	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
 }
 
-// start starts a gateway and its HTTP front end, WebDAV too if dav,
-// with the gateway's credentials creds (nil: those of --config).
-func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, dav bool) (*gateway.Gateway, net.Listener, string, error) {
+// start starts a gateway and its front end for proto (http, webdav or
+// s3), with the gateway's credentials creds (nil: those of --config).
+func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string) (*gateway.Gateway, net.Listener, string, error) {
 	cfg := gateway.Config{Log: g.Logger(), Client: creds}
 	var err error
 	if cfg.Client == nil {
@@ -79,6 +85,15 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, dav bool) (*g
 			return nil, nil, "", err
 		}
 	}
+	var keys *gateway.S3Keys
+	if proto == "s3" {
+		if f.s3Keys == "" {
+			return nil, nil, "", cli.Usagef("the S3 gateway needs an access key file: --keys FILE (make keys with pando serve s3-key --keys FILE USER)")
+		}
+		if keys, err = gateway.OpenS3Keys(f.s3Keys); err != nil {
+			return nil, nil, "", err
+		}
+	}
 	gw, err := gateway.New(cfg)
 	if err != nil {
 		return nil, nil, "", err
@@ -98,13 +113,19 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, dav bool) (*g
 		gw.Close()
 		return nil, nil, "", err
 	}
-	authn := gw.NewAuthenticator(pw)
+	var cert *tls.Certificate
 	scheme := "http"
 	if certp != nil {
-		scheme = "https"
-		go gw.Serve(ln, &certp.cert, authn, dav)
+		scheme, cert = "https", &certp.cert
+	}
+	if proto == "s3" {
+		if err := gw.StartS3(ln, cert, keys, f.hostSuffix); err != nil {
+			ln.Close()
+			gw.Close()
+			return nil, nil, "", err
+		}
 	} else {
-		go gw.Serve(ln, nil, authn, dav)
+		go gw.Serve(ln, cert, gw.NewAuthenticator(pw), proto == "webdav")
 	}
 	note := ""
 	if certp != nil {
@@ -125,10 +146,10 @@ their name, with their rights. See docs/gateways.md.`,
 	}
 	for _, proto := range []struct {
 		name, short, addr string
-		dav               bool
 	}{
-		{"http", "Serve the namespace over HTTP(S): GET with ranges, HEAD, listings, PUT, DELETE", "127.0.0.1:8443", false},
-		{"webdav", "Serve the namespace over WebDAV (class 1 and 2) and HTTP(S)", "127.0.0.1:8444", true},
+		{"http", "Serve the namespace over HTTP(S): GET with ranges, HEAD, listings, PUT, DELETE", "127.0.0.1:8443"},
+		{"webdav", "Serve the namespace over WebDAV (class 1 and 2) and HTTP(S)", "127.0.0.1:8444"},
+		{"s3", "Serve the namespace over S3: the names below the domain as buckets, requests signed with SigV4", "127.0.0.1:8445"},
 	} {
 		var f gatewayFlags
 		c := &cobra.Command{
@@ -136,7 +157,7 @@ their name, with their rights. See docs/gateways.md.`,
 			Short: proto.short,
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				gw, ln, url, err := f.start(g, nil, proto.dav)
+				gw, ln, url, err := f.start(g, nil, proto.name)
 				if err != nil {
 					return err
 				}
@@ -147,7 +168,7 @@ their name, with their rights. See docs/gateways.md.`,
 				return nil
 			},
 		}
-		f.add(c, proto.addr)
+		f.add(c, proto.addr, proto.name == "s3")
 		cmd.AddCommand(c)
 	}
 	var file string
@@ -173,7 +194,25 @@ their name, with their rights. See docs/gateways.md.`,
 		},
 	}
 	passwd.Flags().StringVar(&file, "passwords", "", "the password file (made, mode 0600, if missing)")
-	cmd.AddCommand(passwd)
+	var keyFile string
+	s3key := &cobra.Command{
+		Use:   "s3-key USER",
+		Short: "Make an S3 access key for a user in a gateway's key file, and show it with its secret",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if keyFile == "" {
+				return cli.Usagef("name the key file with --keys FILE")
+			}
+			access, secret, err := gateway.NewS3Key(keyFile, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "access key %s for %s\nsecret key %s\n", access, args[0], secret)
+			return nil
+		},
+	}
+	s3key.Flags().StringVar(&keyFile, "keys", "", "the key file (made, mode 0600, if missing)")
+	cmd.AddCommand(passwd, s3key)
 	return cmd
 }
 
@@ -186,7 +225,7 @@ type tlsCertRef struct {
 // PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
 // use and keeps in state/gateway.json. It returns a function that stops
 // them.
-func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords string) (func(), error) {
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys string) (func(), error) {
 	var stops []func()
 	stop := func() {
 		for _, s := range stops {
@@ -211,13 +250,13 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	}
 	for _, spec := range specs {
 		proto, addr, ok := strings.Cut(spec, "=")
-		if !ok || (proto != "http" && proto != "webdav") || addr == "" {
+		if !ok || (proto != "http" && proto != "webdav" && proto != "s3") || addr == "" {
 			stop()
-			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http or webdav, e.g. --serve webdav=127.0.0.1:8444", spec)
+			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav or s3, e.g. --serve webdav=127.0.0.1:8444", spec)
 		}
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
-			consistency: "window=3s", write: "close", passwords: passwords}
-		gw, ln, url, err := f.start(g, creds, proto == "webdav")
+			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys}
+		gw, ln, url, err := f.start(g, creds, proto)
 		if err != nil {
 			stop()
 			return func() {}, fmt.Errorf("--serve %s: %w", spec, err)

@@ -75,6 +75,28 @@ func TestGatewayServe(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(root, "col")); err != nil || !fi.IsDir() {
 		t.Errorf("MKCOL made no directory at the share: %v", err)
 	}
+
+	keys := filepath.Join(d.dir, "s3keys")
+	d.pando(web, "serve", "s3", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0")).fails(2, "--keys")
+	out := runPando(t, "", web, "serve", "s3-key", "--keys", keys, "bob").ok().stdout
+	access, secret := between(out, "access key ", " for"), between(out, "secret key ", "\n")
+	_, m = start(t, `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "s3",
+		"--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "s3cache"), "--keys", keys)
+	url, cacert = m[1], m[2]
+	got, _ := exec.Command("curl", "-sS", "--cacert", cacert, "--aws-sigv4", "aws:amz:us-east-1:s3", "-u", access+":"+secret,
+		"-w", "%{http_code}", url+"/data/g.txt").Output()
+	if string(got) != "through the gateway\n200" {
+		t.Errorf("S3 GET as bob with curl --aws-sigv4: %q", got)
+	}
+}
+
+func between(s, a, b string) string {
+	_, rest, ok := strings.Cut(s, a)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, b)
+	return v
 }
 
 // TestUpServe: pando up --serve webdav=ADDR makes its gateway's

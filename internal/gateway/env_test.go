@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -32,6 +33,9 @@ type env struct {
 	passwords string
 	users     map[string][2]string // name -> cert, key files
 	gwCfg     *config.Config
+	cert      tls.Certificate
+	s3url     string
+	s3keys    map[string][2]string // user -> access key, secret
 }
 
 func newEnv(t *testing.T, dav bool) *env {
@@ -85,7 +89,35 @@ func newEnv(t *testing.T, dav bool) *env {
 	t.Cleanup(func() { ln.Close() })
 	go e.g.Serve(ln, &cert, e.g.NewAuthenticator(pw), dav)
 	e.url = "https://" + ln.Addr().String()
+	e.cert = cert
 	return e
+}
+
+// startS3 starts the gateway's S3 front end, with a key for each user.
+func (e *env) startS3(t *testing.T) {
+	t.Helper()
+	e.s3keys = map[string][2]string{}
+	file := filepath.Join(e.dir, "s3keys")
+	for _, u := range []string{"alice", "bob"} {
+		a, s, err := NewS3Key(file, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.s3keys[u] = [2]string{a, s}
+	}
+	keys, err := OpenS3Keys(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := e.g.StartS3(ln, &e.cert, keys, "s3.localhost"); err != nil {
+		t.Fatal(err)
+	}
+	e.s3url = "https://" + ln.Addr().String()
 }
 
 // curl runs curl with args (after the TLS and output options) as user

@@ -129,6 +129,24 @@ func (g *Gateway) TLSConfig(cert tls.Certificate) *tls.Config {
 	}
 }
 
+// StartS3 serves the namespace's buckets over S3 on ln (TLS with cert,
+// or clear text if cert is nil) to the users of keys, until ln is
+// closed; hostSuffix, if set, makes <bucket>.<hostSuffix>
+// virtual-host-style names.
+func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, hostSuffix string) error {
+	srv, err := web.NewS3(g, keys, g.Domain(), hostSuffix, filepath.Join(g.cfg.Cache.Dir, "s3-spool"), &g.Counters, g.cfg.Log)
+	if err != nil {
+		return err
+	}
+	var tc *tls.Config
+	if cert != nil {
+		tc = g.TLSConfig(*cert)
+		tc.ClientAuth = tls.NoClientCert
+	}
+	go srv.Serve(ln, tc)
+	return nil
+}
+
 // Serve serves the namespace over HTTP (with WebDAV if dav) on ln: over
 // TLS with cert, or in clear text if cert is nil (which the caller allows
 // on loopback only), signing people in with authn.

@@ -79,9 +79,11 @@ const (
 
 // Serve serves on ln until it is closed: over TLS with tc unless tc is
 // nil (loopback only, --insecure).
-func (s *Server) Serve(ln net.Listener, tc *tls.Config) error {
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+func (s *Server) Serve(ln net.Listener, tc *tls.Config) error { return serveHTTP(s, ln, tc, s.log) }
+
+func serveHTTP(h http.Handler, ln net.Listener, tc *tls.Config, log *slog.Logger) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, MaxHeaderBytes: maxHeaderBytes, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
