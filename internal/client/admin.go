@@ -76,7 +76,7 @@ func (c *Client) ACLGet(ctx context.Context, prefix string) (wire.ACLResp, error
 	if err != nil {
 		return r, err
 	}
-	err = c.ControllerCall(ctx, wire.OpACLGet, wire.PathReq{Path: g}, &r)
+	err = c.ControllerCall(ctx, wire.OpACLGet, wire.ACLGetReq{Path: g, For: c.opts.ActFor}, &r)
 	return r, err
 }
 

@@ -455,7 +455,7 @@ func fromACL(acl auth.ACL) []wire.ACLEntry {
 }
 
 func (c *Controller) aclGet(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
-	var r wire.PathReq
+	var r wire.ACLGetReq
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
@@ -463,13 +463,18 @@ func (c *Controller) aclGet(ctx context.Context, p *peer, req *rpc.Request) (rpc
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	subj, err := c.require(ctx, p, g, auth.List)
+	subj, who, err := c.resolveSubject(ctx, p, r.For)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
 	acls, err := loadACLs(ctx, c.st)
 	if err != nil {
 		return rpc.Reply{}, err
+	}
+	if have := auth.Effective(acls, subj, g); !have.Has(auth.List) {
+		missing := auth.List &^ have
+		return rpc.Reply{}, &wire.Error{Code: wire.CodeAccess, Missing: missing.String(),
+			Message: fmt.Sprintf("%s lacks the %s right (%s) on %s; ask an administrator of the domain", who, missing.Describe(), missing, g)}
 	}
 	resp := wire.ACLResp{Path: g, Entries: fromACL(acls[g]), Effective: auth.Effective(acls, subj, g).String()}
 	for q, acl := range acls {

@@ -31,6 +31,7 @@ import (
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/web"
+	"pando.dev/pando/internal/wire"
 )
 
 // Config configures a gateway.
@@ -151,7 +152,7 @@ func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, 
 // TLS with cert, or in clear text if cert is nil (which the caller allows
 // on loopback only), signing people in with authn.
 func (g *Gateway) Serve(ln net.Listener, cert *tls.Certificate, authn *Authenticator, dav bool) error {
-	srv := web.NewServer(g, authn, g.Domain(), dav, &g.Counters, g.cfg.Log)
+	srv := web.NewServer(g, authn, g.Domain(), dav, &g.Counters, g.cfg.Log, g)
 	if cert == nil {
 		authn.PlainOK = true
 		return srv.Serve(ln, nil)
@@ -231,6 +232,44 @@ func (u *userFS) close(log *slog.Logger) {
 	u.v.Close()
 	u.ch.Close()
 	u.cl.Close()
+}
+
+// ACL returns the ACLs that apply on p, with user's rights there, as the
+// controller tells the gateway in user's name.
+func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error) {
+	v, err := g.Acquire(ctx, user)
+	if err != nil {
+		return wire.ACLResp{}, err
+	}
+	defer g.Release(user)
+	return v.Client().ACLGet(ctx, p)
+}
+
+// Status is what the web page's status shows to user: the gateway's
+// figures, the domain's shares, and their health as user's vfs sees it.
+func (g *Gateway) Status(ctx context.Context, user string) (web.PageStatus, error) {
+	v, err := g.Acquire(ctx, user)
+	if err != nil {
+		return web.PageStatus{}, err
+	}
+	defer g.Release(user)
+	st := g.Stats()
+	out := web.PageStatus{Gateway: g.id.String(), RPCs: st.RPCs, Health: v.Shares()}
+	out.Figures = [][2]string{
+		{"users served", fmt.Sprint(st.Users)},
+		{"requests", fmt.Sprint(st.Requests)},
+		{"refused", fmt.Sprint(st.Refused)},
+		{"unauthenticated", fmt.Sprint(st.Unauthenticated)},
+		{"cache hits", fmt.Sprint(st.Cache.Hits)},
+		{"cache misses", fmt.Sprint(st.Cache.Misses)},
+		{"bytes fetched", fmt.Sprint(st.Cache.BytesFetched)},
+		{"cache on disk", fmt.Sprint(st.Cache.DiskBytes)},
+		{"cache in memory", fmt.Sprint(st.Cache.MemoryBytes)},
+		{"files cached", fmt.Sprint(st.Cache.Files)},
+		{"opens read from the cache file", fmt.Sprint(st.Direct)},
+	}
+	out.Shares, err = v.Client().ShareList(ctx)
+	return out, err
 }
 
 // Stats sums the users' caches and RPC counts.

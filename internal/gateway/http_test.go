@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
@@ -202,5 +204,40 @@ func TestActForOnlyAsGateway(t *testing.T) {
 	defer ac.Close()
 	if ents, err := ac.ReadDir(ctx, "/d/data"); err != nil || len(ents) != 1 {
 		t.Errorf("the gateway for alice: %v %v", ents, err)
+	}
+}
+
+// TestTransfersShown: a PUT under way is shown on the status page with
+// its user, path and bytes so far, and is gone once done.
+func TestTransfersShown(t *testing.T) {
+	needTool(t, "curl")
+	e := newEnv(t, false)
+	cmd := exec.Command("curl", "-sS", "--cacert", e.cacert, "--cert", e.users["alice"][0], "--key", e.users["alice"][1],
+		"-o", "/dev/null", "-w", "%{http_code}", "-T", "-", e.url+"/d/data/slow.bin")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	in.Write(make([]byte, 1<<20))
+	var page string
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, page, _ = e.curl(t, "bob", e.url+"/.pando/status"); strings.Contains(page, "/d/data/slow.bin") {
+			break
+		}
+	}
+	if !regexp.MustCompile(`<td>alice</td><td>PUT</td><td>/d/data/slow.bin</td><td>\d+ of \? bytes</td>`).MatchString(page) {
+		t.Errorf("the status page does not show the PUT under way:\n%s", page)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil || out.String() != "201" {
+		t.Fatalf("the PUT: %v %s", err, out.String())
+	}
+	if _, page, _ = e.curl(t, "bob", e.url+"/.pando/status"); strings.Contains(page, "slow.bin") {
+		t.Errorf("the status page still shows the PUT done")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -30,13 +29,15 @@ import (
 // DAV is set, WebDAV class 1 and 2 on the same URLs. The URL path is the
 // global path: https://gw/uva/data/f.txt is /uva/data/f.txt.
 type Server struct {
-	users Users
-	authn Authenticator
-	realm string
-	dav   bool
-	locks webdav.LockSystem
-	c     *Counters
-	log   *slog.Logger
+	users  Users
+	authn  Authenticator
+	realm  string
+	dav    bool
+	locks  webdav.LockSystem
+	c      *Counters
+	log    *slog.Logger
+	pages  Pages
+	active transfers
 }
 
 // Users gives each request the file system of the user who made it:
@@ -63,12 +64,13 @@ type Counters struct {
 }
 
 // NewServer serves the namespace of users over HTTP, with WebDAV if dav
-// is set; realm names the domain in authentication challenges.
-func NewServer(users Users, authn Authenticator, realm string, dav bool, c *Counters, log *slog.Logger) *Server {
+// is set; realm names the domain in authentication challenges; pages, if
+// not nil, gives the web page ACLs and figures.
+func NewServer(users Users, authn Authenticator, realm string, dav bool, c *Counters, log *slog.Logger, pages Pages) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{users: users, authn: authn, realm: realm, dav: dav, locks: webdav.NewMemLS(), c: c, log: log}
+	return &Server{users: users, authn: authn, realm: realm, dav: dav, locks: webdav.NewMemLS(), c: c, log: log, pages: pages}
 }
 
 // Limits of the HTTP front end.
@@ -165,6 +167,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, pandoPrefix) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		s.own(r.Context(), w, r, user)
+		return
+	}
 	p, err := CleanPath(r.URL.Path)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, fmt.Sprintf("%q: %v", r.URL.Path, err))
@@ -189,7 +195,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		s.get(ctx, w, r, v, p)
+		s.get(ctx, w, r, v, user, p)
 	case s.dav:
 		if code, msg := checkDAVBody(r); code != 0 {
 			s.fail(w, code, msg)
@@ -203,19 +209,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h := &webdav.Handler{FileSystem: fsys, LockSystem: s.locks}
 		h.ServeHTTP(&davStatus{ResponseWriter: w, fs: fsys, s: s}, r)
 	case r.Method == http.MethodPut:
-		s.put(ctx, w, r, v, p)
+		s.put(ctx, w, r, v, user, p)
+	case r.Method == "MKCOL":
+		if _, err := v.Mkdir(ctx, p, 0o755); err != nil {
+			s.failErr(w, p, err)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
 	case r.Method == http.MethodDelete:
 		s.delete(ctx, w, v, p)
 	case r.Method == http.MethodOptions:
-		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, OPTIONS")
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, MKCOL, OPTIONS")
 		w.WriteHeader(http.StatusNoContent)
 	default:
-		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, OPTIONS")
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, MKCOL, OPTIONS")
 		s.fail(w, http.StatusMethodNotAllowed, r.Method+" is not served here (GET, HEAD, PUT, DELETE, OPTIONS; WebDAV with pando serve webdav)")
 	}
 }
 
-func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, p string) {
+func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, user, p string) {
 	f, err := OpenFile(ctx, v, p, syscall.O_RDONLY, 0)
 	if err != nil {
 		s.failErr(w, p, err)
@@ -227,9 +239,15 @@ func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request
 		s.c.Direct.Add(1)
 	}
 	if f.h == nil {
-		s.list(w, r, f, p)
+		s.list(ctx, w, r, f, user, p)
 		return
 	}
+	if r.URL.Query().Get("download") != "" {
+		w.Header().Set("Content-Disposition", "attachment; filename*=UTF-8''"+awsEscape(path.Base(p), false))
+	}
+	t := &transfer{user: user, method: r.Method, path: p, size: a.Size, start: time.Now()}
+	defer s.active.add(t)()
+	w = countingWriter{w, t}
 	w.Header().Set("ETag", ETag(a))
 	w.Header().Set("Accept-Ranges", "bytes")
 	// ServeContent answers ranges, If-None-Match, If-Modified-Since,
@@ -247,7 +265,7 @@ type Entry struct {
 	ETag  string    `json:"etag,omitempty"`
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request, f *File, p string) {
+func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Request, f *File, user, p string) {
 	infos, err := f.Readdir(-1)
 	if err != nil {
 		s.failErr(w, p, err)
@@ -278,34 +296,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, f *File, p string)
 		}{p, ents})
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	base := strings.TrimSuffix(p, "/") + "/"
-	var b strings.Builder
-	fmt.Fprintf(&b, "<!doctype html><meta charset=utf-8><title>%s</title><h1>%s</h1><table>\n", html.EscapeString(p), html.EscapeString(p))
-	if p != "/" {
-		fmt.Fprintf(&b, "<tr><td><a href=\"%s\">..</a></td></tr>\n", html.EscapeString(escapePath(path.Dir(p))))
-	}
-	for _, e := range ents {
-		href := escapePath(base + e.Name)
-		name := e.Name
-		if e.Type == "dir" {
-			href += "/"
-			name += "/"
-		}
-		fmt.Fprintf(&b, "<tr><td><a href=\"%s\">%s</a></td><td>%d</td><td>%s</td></tr>\n",
-			html.EscapeString(href), html.EscapeString(name), e.Size, e.MTime.Format(time.RFC3339))
-	}
-	b.WriteString("</table>\n")
-	if r.Method != http.MethodHead {
-		io.WriteString(w, b.String())
-	}
+	s.listPage(ctx, w, r, user, p, ents)
 }
 
 func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
 
-func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, p string) {
+func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, user, p string) {
 	a, err := v.GetAttr(ctx, p)
 	exists := err == nil
 	switch {
@@ -332,7 +328,9 @@ func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request
 		s.failErr(w, p, err)
 		return
 	}
-	_, err = io.Copy(f, r.Body)
+	t := &transfer{user: user, method: r.Method, path: p, size: r.ContentLength, start: time.Now()}
+	defer s.active.add(t)()
+	_, err = io.Copy(f, countingReader{r.Body, t})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

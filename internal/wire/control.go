@@ -70,6 +70,15 @@ type ShareListResp struct {
 	Shares []ShareInfo `cbor:"1,keyasint"`
 }
 
+// ACLGetReq asks for the ACLs on a path (OpACLGet); its first fields are
+// PathReq's. For, from a gateway only, names the user whose effective
+// rights are asked for (see ResolveReq.For).
+type ACLGetReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+	For  string `cbor:"3,keyasint,omitempty"`
+}
+
 // UserAddReq creates a user (and their credentials).
 type UserAddReq struct {
 	Name   string   `cbor:"1,keyasint"`
