@@ -1,13 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
-
-	"pando.dev/pando/internal/config"
+	"time"
 )
 
 // TestGatewayServe: pando serve http, run with a gateway's credentials
@@ -99,34 +100,114 @@ func between(s, a, b string) string {
 	return v
 }
 
-// TestUpServe: pando up --serve webdav=ADDR makes its gateway's
-// credentials and serves the administrator, signed in with the
-// certificate of the administrator's bundle.
-func TestUpServe(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("curl is not installed (./dev test installs it)")
+// TestUpServeDoors: pando up with a mount and --serve http, webdav and
+// s3 (three gateways, each with its own cache, consistency window 3s):
+// a file written through each door is read through each other, each
+// pair once, within the window's bound.
+func TestUpServeDoors(t *testing.T) {
+	for _, tool := range []string{"curl", "s3cmd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed (./dev test installs it)", tool)
+		}
 	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
+	mnt := filepath.Join(dir, "mnt")
 	os.Mkdir(data, 0o755)
+	os.Mkdir(mnt, 0o755)
 	state := filepath.Join(dir, "state")
-	_, m := start(t, `webdav gateway at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "up", "--state", state, "--share", data,
-		"--listen", "127.0.0.1:0", "--no-config", "--serve", "webdav=127.0.0.1:0")
-	url, cacert := m[1], m[2]
-	cfg, err := config.Load(filepath.Join(state, "controller", "admin.json"))
-	if err != nil {
-		t.Fatal(err)
+	pw, keys := filepath.Join(dir, "passwd"), filepath.Join(dir, "s3keys")
+	runPando(t, "admin-password\n", "/nonexistent", "serve", "passwd", "--passwords", pw, "admin").ok()
+	out := runPando(t, "", "/nonexistent", "serve", "s3-key", "--keys", keys, "admin").ok().stdout
+	access, secret := between(out, "access key ", " for"), between(out, "secret key ", "\n")
+	p, _ := start(t, `pando is up`, nil, "up", "--state", state, "--share", data, "--listen", "127.0.0.1:0", "--no-config",
+		"--mount", mnt, "--serve", "http=127.0.0.1:0", "--serve", "webdav=127.0.0.1:0", "--serve", "s3=127.0.0.1:0",
+		"--passwords", pw, "--s3-keys", keys)
+	urls := map[string]string{}
+	for _, m := range regexp.MustCompile(`(\w+) gateway at (https://\S+)/ \(its certificate: \S+\)`).FindAllStringSubmatch(p.output(), -1) {
+		urls[m[1]] = m[2]
 	}
-	os.WriteFile(filepath.Join(dir, "a.crt"), []byte(cfg.Cert), 0o600)
-	os.WriteFile(filepath.Join(dir, "a.key"), []byte(cfg.Key), 0o600)
-	src := filepath.Join(dir, "src")
-	os.WriteFile(src, []byte("up and served\n"), 0o644)
-	out, err := exec.Command("curl", "-sS", "--cacert", cacert, "--cert", filepath.Join(dir, "a.crt"), "--key", filepath.Join(dir, "a.key"),
-		"-o", "/dev/null", "-w", "%{http_code}", "-T", src, url+"/local/data/u.txt").Output()
-	if string(out) != "201" {
-		t.Fatalf("PUT as the administrator: %q %v", out, err)
+	if len(urls) != 3 {
+		t.Fatalf("pando up does not say where its gateways are:\n%s", p.output())
 	}
-	if b, _ := os.ReadFile(filepath.Join(data, "u.txt")); string(b) != "up and served\n" {
+	// Each gateway has its certificate in its own cache directory.
+	certOf := func(door string) string { return filepath.Join(state, "gateway-"+door, "gateway.crt") }
+	host := strings.TrimPrefix(urls["s3"], "https://")
+	s3cfg := filepath.Join(dir, "s3cfg")
+	os.WriteFile(s3cfg, []byte("[default]\naccess_key = "+access+"\nsecret_key = "+secret+"\nhost_base = "+host+"\nhost_bucket = "+host+
+		"\nuse_https = True\nca_certs_file = "+certOf("s3")+"\nsignature_v2 = False\nprogress_meter = False\n"), 0o600)
+	curl := func(door string, args ...string) (string, error) {
+		a := []string{"-sS", "-f", "--cacert", certOf(door)}
+		if door == "s3" {
+			a = append(a, "--aws-sigv4", "aws:amz:us-east-1:s3", "-u", access+":"+secret)
+		} else {
+			a = append(a, "-u", "admin:admin-password")
+		}
+		b, err := exec.Command("curl", append(a, args...)...).Output()
+		return string(b), err
+	}
+	key := func(door, name string) string {
+		if door == "s3" {
+			return urls[door] + "/data/" + name
+		}
+		return urls[door] + "/local/data/" + name
+	}
+	write := map[string]func(name, content string) error{
+		"mount": func(name, content string) error {
+			return os.WriteFile(filepath.Join(mnt, "local", "data", name), []byte(content), 0o644)
+		},
+		"s3": func(name, content string) error {
+			src := filepath.Join(dir, "src-"+name)
+			os.WriteFile(src, []byte(content), 0o644)
+			out, err := exec.Command("s3cmd", "-c", s3cfg, "put", src, "s3://data/"+name).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		},
+	}
+	for _, door := range []string{"http", "webdav"} {
+		write[door] = func(name, content string) error {
+			src := filepath.Join(dir, "src-"+name)
+			os.WriteFile(src, []byte(content), 0o644)
+			_, err := curl(door, "-o", "/dev/null", "-T", src, key(door, name))
+			return err
+		}
+	}
+	read := func(door, name string) (string, error) {
+		if door == "mount" {
+			b, err := os.ReadFile(filepath.Join(mnt, "local", "data", name))
+			return string(b), err
+		}
+		return curl(door, key(door, name))
+	}
+	doors := []string{"mount", "http", "webdav", "s3"}
+	var table []string
+	for _, w := range doors {
+		name, content := "from-"+w+".txt", "written through "+w+"\n"
+		if err := write[w](name, content); err != nil {
+			t.Fatalf("writing through %s: %v", w, err)
+		}
+		start := time.Now()
+		for _, r := range doors {
+			if r == w {
+				continue
+			}
+			var got string
+			var err error
+			for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if got, err = read(r, name); err == nil && got == content {
+					break
+				}
+			}
+			if got != content {
+				t.Errorf("%s's file through %s after 15 s: %q %v", w, r, got, err)
+			}
+			table = append(table, fmt.Sprintf("%s -> %s %v", w, r, time.Since(start).Round(10*time.Millisecond)))
+		}
+	}
+	t.Logf("seen after (window=3s everywhere): %s", strings.Join(table, ", "))
+	if b, _ := os.ReadFile(filepath.Join(data, "from-s3.txt")); string(b) != "written through s3\n" {
 		t.Errorf("the share holds %q", b)
 	}
 	if _, err := os.Stat(filepath.Join(state, "gateway.json")); err != nil {
