@@ -77,8 +77,9 @@ type File struct {
 	a wire.Attr
 	h *vfs.Handle // nil for a directory
 	// back is the cache's data file, when the cache held the whole file
-	// at open (read-only opens): reads go straight to it, as the mount's
-	// passthrough reads do.
+	// at open (read-only opens; up to 64 MiB of its blocks held only in
+	// memory are written to it first): reads go straight to it, as the
+	// mount's passthrough reads do.
 	back *os.File
 	off  int64
 	ctx  context.Context
@@ -115,7 +116,7 @@ func OpenFile(ctx context.Context, v *vfs.FS, p string, flag int, perm uint32) (
 		return nil, err
 	}
 	if flag&(syscall.O_WRONLY|syscall.O_RDWR) == 0 {
-		if b, _, ok := f.h.Backing(0); ok {
+		if b, _, ok := f.h.Backing(64 << 20); ok {
 			f.back = b
 		}
 	}
