@@ -24,7 +24,7 @@ import (
 type gatewayFlags struct {
 	listen, cacheDir, cacheSize, memory, consistency, write string
 	passwords, tlsCert, tlsKey                              string
-	s3Keys, hostSuffix                                      string
+	s3Keys, hostSuffix, metrics                             string
 	insecure                                                bool
 }
 
@@ -43,6 +43,7 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string, s3 bool) {
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "the certificate to serve TLS with (default: one the gateway makes and keeps in --cache-dir as gateway.crt)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert")
+	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
 	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
 }
 
@@ -164,6 +165,14 @@ their name, with their rights. See docs/gateways.md.`,
 				defer gw.Close()
 				defer ln.Close()
 				fmt.Fprintf(cmd.OutOrStdout(), "%s gateway %s of domain %s at %s\n", proto.name, gw.Identity(), gw.Domain(), url)
+				if f.metrics != "" {
+					ml, err := gw.ServeMetrics(f.metrics)
+					if err != nil {
+						return err
+					}
+					defer ml.Close()
+					fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ml.Addr())
+				}
 				<-cmd.Context().Done()
 				return nil
 			},

@@ -82,6 +82,17 @@ func TestHTTPCurl(t *testing.T) {
 	if code, _, _ = e.curl(t, "alice", e.url+"/d/data/f.bin"); code != 404 {
 		t.Errorf("GET after DELETE: %d, want 404", code)
 	}
+	ml, err := e.g.ServeMetrics("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ml.Close()
+	out, err := exec.Command("curl", "-sS", "http://"+ml.Addr().String()+"/metrics").Output()
+	for _, want := range []string{`pando_gateway_requests_total{outcome="all"}`, `pando_rpcs_total{op="getattr"}`, `pando_gateway_users 2`, `pando_gateway_info{consistency="window=1s",gateway="gateway:web@d",write="close"} 1`} {
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("metrics lack %s: %v\n%s", want, err, out)
+		}
+	}
 	st := e.g.Stats()
 	if st.Users != 2 || st.Requests < 9 || st.Direct == 0 || st.RPCs["getfile"]+st.RPCs["read"]+st.RPCs["open"] == 0 {
 		t.Errorf("stats: %+v", st)
