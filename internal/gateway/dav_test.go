@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,7 +9,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wire"
 )
 
 // litmusSuites are the suites of the WebDAV compliance suite litmus.
@@ -118,5 +124,71 @@ func TestWebDAVRefusals(t *testing.T) {
 	code, msg, _ := e.curl(t, "alice", "-X", "PROPFIND", "-H", "Depth: 1", e.url+"/d/data/")
 	if code != 207 || !strings.Contains(msg, "/d/data/keep.txt") {
 		t.Errorf("PROPFIND after the refusals: %d %s", code, msg)
+	}
+}
+
+// TestWebDAVGridLock: a WebDAV lock of a file is a lock at the share: a
+// second gateway (another agent) cannot lock the file while it is held,
+// and can once it is unlocked; a lock held at the share makes LOCK fail
+// with 423.
+func TestWebDAVGridLock(t *testing.T) {
+	needTool(t, "curl")
+	e := newEnv(t, true)
+	os.WriteFile(filepath.Join(e.root, "doc.txt"), []byte("doc"), 0o644)
+	lock := filepath.Join(e.dir, "lock.xml")
+	os.WriteFile(lock, []byte(`<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>alice</D:owner></D:lockinfo>`), 0o644)
+
+	// Another agent: a second gateway with its own cache, for alice.
+	cons, _ := vfs.ParseConsistency("window=1s")
+	other, err := New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "other"), MemoryBytes: 16 << 20, DiskBytes: 1 << 30},
+		VFS: vfs.Options{Consistency: cons}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	ov, err := other.Acquire(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release("alice")
+	tryLock := func() error {
+		h, err := ov.Open(ctx, "/d/data/doc.txt", syscall.O_RDWR)
+		if err != nil {
+			return err
+		}
+		defer h.Release(ctx)
+		return h.Lock(ctx, vfs.LockRange{Type: wire.LockWrite}, false, nil, true)
+	}
+
+	code, _, hdr := e.curl(t, "alice", "-X", "LOCK", "-H", "Timeout: Second-60", "--data-binary", "@"+lock, e.url+"/d/data/doc.txt")
+	token := regexp.MustCompile(`(?i)lock-token: (<[^>]+>)`).FindStringSubmatch(hdr)
+	if code != 200 || token == nil {
+		t.Fatalf("LOCK: %d\n%s", code, hdr)
+	}
+	if err := tryLock(); wire.CodeOf(err) != wire.CodeLocked {
+		t.Errorf("another agent's lock while the WebDAV lock is held: %v, want it refused as locked", err)
+	}
+	if code, _, _ = e.curl(t, "alice", "-X", "UNLOCK", "-H", "Lock-Token: "+token[1], e.url+"/d/data/doc.txt"); code != 204 {
+		t.Fatalf("UNLOCK: %d", code)
+	}
+	if err := tryLock(); err != nil {
+		t.Errorf("another agent's lock after UNLOCK: %v", err)
+	}
+
+	// The other way: a lock held at the share.
+	h, err := ov.Open(ctx, "/d/data/doc.txt", syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Lock(ctx, vfs.LockRange{Type: wire.LockWrite}, false, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ = e.curl(t, "alice", "-X", "LOCK", "--data-binary", "@"+lock, e.url+"/d/data/doc.txt"); code != 423 {
+		t.Errorf("LOCK of a file locked at the share: %d, want 423", code)
+	}
+	h.Release(ctx)
+	if code, _, _ = e.curl(t, "alice", "-X", "LOCK", "--data-binary", "@"+lock, e.url+"/d/data/doc.txt"); code != 200 {
+		t.Errorf("LOCK once the share's lock is gone: %d, want 200", code)
 	}
 }

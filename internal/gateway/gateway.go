@@ -55,9 +55,10 @@ type Gateway struct {
 	pool *x509.CertPool
 	cert tls.Certificate
 
-	mu     sync.Mutex
-	users  map[string]*userFS
-	closed bool
+	mu      sync.Mutex
+	users   map[string]*userFS
+	closed  bool
+	servers []*web.Server
 
 	// Counters count the requests of the gateway's front ends.
 	Counters web.Counters
@@ -153,6 +154,9 @@ func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, 
 // on loopback only), signing people in with authn.
 func (g *Gateway) Serve(ln net.Listener, cert *tls.Certificate, authn *Authenticator, dav bool) error {
 	srv := web.NewServer(g, authn, g.Domain(), dav, &g.Counters, g.cfg.Log, g)
+	g.mu.Lock()
+	g.servers = append(g.servers, srv)
+	g.mu.Unlock()
 	if cert == nil {
 		authn.PlainOK = true
 		return srv.Serve(ln, nil)
@@ -308,6 +312,12 @@ func (g *Gateway) Stats() Stats {
 
 // Close closes every user's file system, sending what they hold.
 func (g *Gateway) Close() {
+	g.mu.Lock()
+	servers := g.servers
+	g.mu.Unlock()
+	for _, s := range servers {
+		s.Close()
+	}
 	g.mu.Lock()
 	users := g.users
 	g.users, g.closed = nil, true

@@ -33,7 +33,7 @@ type Server struct {
 	authn  Authenticator
 	realm  string
 	dav    bool
-	locks  webdav.LockSystem
+	locks  *gridLocks
 	c      *Counters
 	log    *slog.Logger
 	pages  Pages
@@ -70,7 +70,7 @@ func NewServer(users Users, authn Authenticator, realm string, dav bool, c *Coun
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{users: users, authn: authn, realm: realm, dav: dav, locks: webdav.NewMemLS(), c: c, log: log, pages: pages}
+	return &Server{users: users, authn: authn, realm: realm, dav: dav, locks: newGridLocks(), c: c, log: log, pages: pages}
 }
 
 // Limits of the HTTP front end.
@@ -78,6 +78,9 @@ const (
 	maxHeaderBytes = 64 << 10
 	headerTimeout  = 10 * time.Second
 )
+
+// Close releases the locks WebDAV clients hold at the shares.
+func (s *Server) Close() { s.locks.close() }
 
 // Serve serves on ln until it is closed: over TLS with tc unless tc is
 // nil (loopback only, --insecure).
@@ -206,7 +209,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fsys := &davFS{v: v}
-		h := &webdav.Handler{FileSystem: fsys, LockSystem: s.locks}
+		h := &webdav.Handler{FileSystem: fsys, LockSystem: davLS{s.locks, fsys}}
 		h.ServeHTTP(&davStatus{ResponseWriter: w, fs: fsys, s: s}, r)
 	case r.Method == http.MethodPut:
 		s.put(ctx, w, r, v, user, p)
