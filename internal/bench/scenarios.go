@@ -66,6 +66,7 @@ func Scenarios() []Scenario {
 		{"transfer", "pando cp memory-to-memory and disk-to-disk, 1 and 4 streams, by RTT, beside the raw link, Go's TLS and globus-url-copy; 10,000 small files", runTransfer},
 		{"faults", "a share frozen (SIGSTOP) per consistency mode: time to the first answered read, cached and not, and to fresh data once it answers again; operations failed while the controller is stopped", runFaults},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
+		{"gateways", "a large file read cold and warm and 10,000 x 4 KiB files written through the HTTP, WebDAV and S3 gateways, beside the mount and rclone serve over the mount", runGateways},
 	}
 }
 

@@ -191,6 +191,18 @@ func (f *File) Seek(off int64, whence int) (int64, error) {
 	return off, nil
 }
 
+// content is what to serve the file's bytes from: the cache's data file
+// itself when reads go straight to it and it is exactly the file's size
+// (then net/http sends it with sendfile over clear connections), else f.
+func (f *File) content() io.ReadSeeker {
+	if f.back != nil {
+		if fi, err := f.back.Stat(); err == nil && fi.Size() == f.a.Size {
+			return f.back
+		}
+	}
+	return f
+}
+
 // Close sends what was written (its error says whether the share took
 // it) and closes the file.
 func (f *File) Close() error {

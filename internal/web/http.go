@@ -255,7 +255,7 @@ func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request
 	w.Header().Set("Accept-Ranges", "bytes")
 	// ServeContent answers ranges, If-None-Match, If-Modified-Since,
 	// If-Range and If-Match from the ETag and the time.
-	http.ServeContent(w, r, path.Base(p), time.Unix(0, a.Mtime), f)
+	http.ServeContent(w, r, path.Base(p), time.Unix(0, a.Mtime), f.content())
 }
 
 // Entry is one name of a JSON listing.

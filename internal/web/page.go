@@ -99,6 +99,16 @@ func (c countingWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom lets net/http send a file with sendfile (counted when done).
+func (c countingWriter) ReadFrom(src io.Reader) (int64, error) {
+	if rf, ok := c.ResponseWriter.(io.ReaderFrom); ok {
+		n, err := rf.ReadFrom(src)
+		c.t.done.Add(n)
+		return n, err
+	}
+	return io.Copy(struct{ io.Writer }{c}, src)
+}
+
 type countingReader struct {
 	io.ReadCloser
 	t *transfer
