@@ -57,6 +57,7 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	users   map[string]*userFS
+	closing map[string]chan struct{} // users being closed: closed when done
 	closed  bool
 	servers []*web.Server
 
@@ -106,7 +107,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Cache.Dir, "users"), 0o700); err != nil {
 		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
 	}
-	return &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS)}, nil
+	return &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS), closing: make(map[string]chan struct{})}, nil
 }
 
 // Identity is the gateway's own identity.
@@ -172,6 +173,13 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for g.closing[user] != nil {
+		// Its cache is being closed: it is opened again once it is.
+		ch := g.closing[user]
+		g.mu.Unlock()
+		<-ch
+		g.mu.Lock()
+	}
 	if g.closed {
 		return nil, errors.New("the gateway is closing")
 	}
@@ -225,7 +233,15 @@ func (g *Gateway) evictLocked() {
 		}
 		u := g.users[oldest]
 		delete(g.users, oldest)
-		go u.close(g.cfg.Log)
+		ch := make(chan struct{})
+		g.closing[oldest] = ch
+		go func() {
+			u.close(g.cfg.Log)
+			g.mu.Lock()
+			delete(g.closing, oldest)
+			g.mu.Unlock()
+			close(ch)
+		}()
 	}
 }
 
@@ -324,5 +340,18 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	for _, u := range users {
 		u.close(g.cfg.Log)
+	}
+	for {
+		g.mu.Lock()
+		var ch chan struct{}
+		for _, c := range g.closing {
+			ch = c
+			break
+		}
+		g.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/web"
@@ -218,8 +219,9 @@ func TestActForOnlyAsGateway(t *testing.T) {
 	}
 }
 
-// TestTransfersShown: a PUT under way is shown on the status page with
-// its user, path and bytes so far, and is gone once done.
+// TestTransfersShown: a PUT under way is shown on its user's status page
+// with its path and bytes so far (to others only as a count), and is gone
+// once done.
 func TestTransfersShown(t *testing.T) {
 	needTool(t, "curl")
 	e := newEnv(t, false)
@@ -237,9 +239,13 @@ func TestTransfersShown(t *testing.T) {
 	in.Write(make([]byte, 1<<20))
 	var page string
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if _, page, _ = e.curl(t, "bob", e.url+"/.pando/status"); strings.Contains(page, "/d/data/slow.bin") {
+		if _, page, _ = e.curl(t, "alice", e.url+"/.pando/status"); strings.Contains(page, "/d/data/slow.bin") {
 			break
 		}
+	}
+	// bob is told only that someone else has one under way.
+	if _, bobs, _ := e.curl(t, "bob", e.url+"/.pando/status"); strings.Contains(bobs, "slow.bin") || !strings.Contains(bobs, "1 of others") {
+		t.Errorf("bob's status page shows alice's transfer:\n%s", bobs)
 	}
 	if !regexp.MustCompile(`<td>alice</td><td>PUT</td><td>/d/data/slow.bin</td><td>\d+ of \? bytes</td>`).MatchString(page) {
 		t.Errorf("the status page does not show the PUT under way:\n%s", page)
@@ -248,7 +254,33 @@ func TestTransfersShown(t *testing.T) {
 	if err := cmd.Wait(); err != nil || out.String() != "201" {
 		t.Fatalf("the PUT: %v %s", err, out.String())
 	}
-	if _, page, _ = e.curl(t, "bob", e.url+"/.pando/status"); strings.Contains(page, "slow.bin") {
+	if _, page, _ = e.curl(t, "alice", e.url+"/.pando/status"); strings.Contains(page, "slow.bin") {
 		t.Errorf("the status page still shows the PUT done")
+	}
+}
+
+// TestUsersEvicted: past MaxUsers the user idle longest is closed, and
+// served again (from the same cache directory) when they come back.
+func TestUsersEvicted(t *testing.T) {
+	e := newEnv(t, false)
+	os.WriteFile(filepath.Join(e.root, "f"), []byte("x"), 0o644)
+	g, err := New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "evict"), MemoryBytes: 8 << 20, DiskBytes: 1 << 30}, MaxUsers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	for i, u := range []string{"alice", "bob", "alice", "bob", "alice"} {
+		v, err := g.Acquire(ctx, u)
+		if err != nil {
+			t.Fatalf("%d: %s: %v", i, u, err)
+		}
+		if ents, err := v.ReadDir(ctx, "/d/data"); err != nil || len(ents) < 1 {
+			t.Errorf("%d: %s lists %v %v", i, u, ents, err)
+		}
+		g.Release(u)
+	}
+	if n := g.Stats().Users; n != 1 {
+		t.Errorf("%d users kept, want 1", n)
 	}
 }

@@ -272,8 +272,17 @@ func (s *Server) statusPage(ctx context.Context, w http.ResponseWriter, r *http.
 			b.WriteString("</table>\n")
 		}
 	}
-	b.WriteString("<h2>Transfers under way</h2>\n<table id=transfers><tr><th>user</th><th></th><th>path</th><th>done</th><th>for</th></tr>\n")
-	for _, t := range s.active.list() {
+	// Only the user's own: the paths of others' transfers may lie where
+	// this user has no right to look.
+	all := s.active.list()
+	mine := all[:0:0]
+	for _, t := range all {
+		if t.user == user {
+			mine = append(mine, t)
+		}
+	}
+	fmt.Fprintf(&b, "<h2>Transfers under way</h2>\n<p>yours below; %d of others</p>\n<table id=transfers><tr><th>user</th><th></th><th>path</th><th>done</th><th>for</th></tr>\n", len(all)-len(mine))
+	for _, t := range mine {
 		size := "?"
 		if t.size >= 0 {
 			size = fmt.Sprint(t.size)
