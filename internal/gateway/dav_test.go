@@ -104,15 +104,16 @@ func TestWebDAVRefusals(t *testing.T) {
 		{"bob PROPPATCH", "bob", []string{"-X", "PROPPATCH", "--data-binary", "@" + proppatch, e.url + "/d/data/keep.txt"}, 403},
 		{"bob LOCK unmapped", "bob", []string{"-X", "LOCK", "--data-binary", "@" + lock, e.url + "/d/data/locked.txt"}, 403},
 		{"nobody PROPFIND", "", []string{"-X", "PROPFIND", e.url + "/d/data/"}, 401},
+		{"PROPFIND Depth infinity", "alice", []string{"-X", "PROPFIND", "-H", "Depth: infinity", e.url + "/d/"}, 403},
 		{"MOVE to %2e%2e", "alice", []string{"-X", "MOVE", "-H", dest("/d/data/%2e%2e/x"), e.url + "/d/data/keep.txt"}, 400},
 		{"COPY to ..%5c", "alice", []string{"-X", "COPY", "-H", dest("/d/data/..%5cx"), e.url + "/d/data/keep.txt"}, 400},
 		{"COPY to ..", "alice", []string{"-X", "COPY", "-H", dest("/d/data/../x"), e.url + "/d/data/keep.txt"}, 400},
 		{"MKCOL %2e%2e", "alice", []string{"-X", "MKCOL", e.url + "/d/data/%2e%2e/x"}, 400},
 		{"If with another ETag", "alice", []string{"-T", body, "-H", `If: (["0-0"])`, e.url + "/d/data/keep.txt"}, 412},
-		{"PROPFIND nested 200 deep", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + deep, e.url + "/d/data/"}, 400},
-		{"PROPFIND of 120,000 tokens", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + big, e.url + "/d/data/"}, 413},
-		{"PROPFIND with entities", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + laughs, e.url + "/d/data/"}, 400},
-		{"PROPFIND malformed", "alice", []string{"-X", "PROPFIND", "--data-binary", "@" + malformed, e.url + "/d/data/"}, 400},
+		{"PROPFIND nested 200 deep", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + deep, e.url + "/d/data/"}, 400},
+		{"PROPFIND of 120,000 tokens", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + big, e.url + "/d/data/"}, 413},
+		{"PROPFIND with entities", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + laughs, e.url + "/d/data/"}, 400},
+		{"PROPFIND malformed", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + malformed, e.url + "/d/data/"}, 400},
 	} {
 		code, msg, _ := e.curl(t, c.user, c.args...)
 		if code != c.want {

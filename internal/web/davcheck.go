@@ -30,6 +30,12 @@ const (
 // it and puts it back for the handler. It returns a status and a reason
 // to refuse it, or 0.
 func checkDAVBody(r *http.Request) (int, string) {
+	if r.Method == "PROPFIND" {
+		if d := strings.ToLower(strings.TrimSpace(r.Header.Get("Depth"))); d != "0" && d != "1" {
+			// A walk of everything below, to the whole namespace.
+			return http.StatusForbidden, "PROPFIND is served with Depth 0 or 1 only (propfind-finite-depth); list one level at a time"
+		}
+	}
 	switch r.Method {
 	case "PROPFIND", "PROPPATCH", "LOCK":
 	default:
