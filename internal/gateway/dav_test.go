@@ -126,6 +126,16 @@ func TestWebDAVRefusals(t *testing.T) {
 	if code != 207 || !strings.Contains(msg, "/d/data/keep.txt") {
 		t.Errorf("PROPFIND after the refusals: %d %s", code, msg)
 	}
+	// What alice makes is not writable by all.
+	e.curl(t, "alice", "-T", body, e.url+"/d/data/made.txt")
+	e.curl(t, "alice", "-X", "MKCOL", e.url+"/d/data/madedir")
+	for name, want := range map[string]os.FileMode{"made.txt": 0o644, "madedir": 0o755} {
+		if fi, err := os.Stat(filepath.Join(e.root, name)); err != nil {
+			t.Errorf("%s made through WebDAV: %v", name, err)
+		} else if fi.Mode().Perm() != want {
+			t.Errorf("%s made through WebDAV has mode %o, want %o", name, fi.Mode().Perm(), want)
+		}
+	}
 }
 
 // TestWebDAVGridLock: a WebDAV lock of a file is a lock at the share: a

@@ -107,6 +107,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Cache.Dir, "users"), 0o700); err != nil {
 		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
 	}
+	// Bodies of PUTs being received; none outlives its request.
+	os.RemoveAll(filepath.Join(cfg.Cache.Dir, "put-spool"))
+	if err := os.MkdirAll(filepath.Join(cfg.Cache.Dir, "put-spool"), 0o700); err != nil {
+		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
+	}
 	return &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS), closing: make(map[string]chan struct{})}, nil
 }
 
@@ -155,6 +160,7 @@ func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, 
 // on loopback only), signing people in with authn.
 func (g *Gateway) Serve(ln net.Listener, cert *tls.Certificate, authn *Authenticator, dav bool) error {
 	srv := web.NewServer(g, authn, g.Domain(), dav, &g.Counters, g.cfg.Log, g)
+	srv.Spool = filepath.Join(g.cfg.Cache.Dir, "put-spool")
 	g.mu.Lock()
 	g.servers = append(g.servers, srv)
 	g.mu.Unlock()

@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,5 +286,32 @@ func TestUsersEvicted(t *testing.T) {
 	}
 	if n := g.Stats().Users; n != 1 {
 		t.Errorf("%d users kept, want 1", n)
+	}
+}
+
+// TestPutCutShort: a PUT whose body ends before its Content-Length (the
+// client went away) changes nothing: neither the file it would replace
+// nor a new one.
+func TestPutCutShort(t *testing.T) {
+	e := newEnv(t, true)
+	os.WriteFile(filepath.Join(e.root, "keep.txt"), []byte("kept"), 0o644)
+	before := tree(t, e.root)
+	pem, _ := os.ReadFile(e.cacert)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	for _, name := range []string{"keep.txt", "new.txt"} {
+		c, err := tls.Dial("tcp", strings.TrimPrefix(e.url, "https://"), &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "PUT /d/data/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\nContent-Length: 100000\r\n\r\npartial", name,
+			base64.StdEncoding.EncodeToString([]byte("alice:alice-secret-pw")))
+		time.Sleep(200 * time.Millisecond)
+		c.Close()
+	}
+	time.Sleep(500 * time.Millisecond) // the gateway sees the end and gives up
+	sameTree(t, "the share", before, tree(t, e.root))
+	if ents, _ := os.ReadDir(filepath.Join(e.dir, "cache", "put-spool")); len(ents) != 0 {
+		t.Errorf("%d bodies left in the spool", len(ents))
 	}
 }

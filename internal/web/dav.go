@@ -58,6 +58,10 @@ func (d *davFS) note(err error) error {
 	return davErr(err)
 }
 
+// umask is taken from the modes the webdav package asks for (0666 and
+// 0777), as a shell's would: nothing a gateway makes is writable by all.
+const umask = 0o022
+
 func (d *davFS) clean(name string) (string, error) {
 	p, err := CleanPath(path.Clean("/" + name))
 	if err != nil {
@@ -83,7 +87,7 @@ func (d *davFS) Mkdir(ctx context.Context, name string, perm os.FileMode) error 
 	if err != nil {
 		return err
 	}
-	_, err = d.v.Mkdir(context.WithoutCancel(ctx), p, uint32(perm.Perm()))
+	_, err = d.v.Mkdir(context.WithoutCancel(ctx), p, uint32(perm.Perm()&^umask))
 	return d.note(err)
 }
 
@@ -92,7 +96,7 @@ func (d *davFS) OpenFile(ctx context.Context, name string, flag int, perm os.Fil
 	if err != nil {
 		return nil, err
 	}
-	f, err := OpenFile(ctx, d.v, p, flag, uint32(perm.Perm()))
+	f, err := OpenFile(ctx, d.v, p, flag, uint32(perm.Perm()&^umask))
 	if err != nil {
 		return nil, d.note(err)
 	}

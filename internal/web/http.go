@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -38,6 +39,9 @@ type Server struct {
 	log    *slog.Logger
 	pages  Pages
 	active transfers
+	// Spool is where PUT bodies are kept whole before they are written
+	// (default: the system's temporary directory).
+	Spool string
 }
 
 // Users gives each request the file system of the user who made it:
@@ -189,6 +193,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method == http.MethodPut {
+		// The body is had whole before anything is written: a PUT cut
+		// short changes nothing.
+		t := &transfer{user: user, method: r.Method, path: p, size: r.ContentLength, start: time.Now()}
+		defer s.active.add(t)()
+		r.Body = countingReader{r.Body, t}
+		f, err := s.spoolBody(r)
+		if err != nil {
+			s.fail(w, http.StatusBadRequest, fmt.Sprintf("%s: the body could not be read whole (%v); nothing was written", p, err))
+			return
+		}
+		defer func() { f.Close(); os.Remove(f.Name()) }()
+	}
 	v, err := s.users.Acquire(r.Context(), user)
 	if err != nil {
 		s.fail(w, http.StatusServiceUnavailable, err.Error())
@@ -302,6 +319,29 @@ func (s *Server) list(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	s.listPage(ctx, w, r, user, p, ents)
 }
 
+// spoolBody reads r's body into a file of the spool and makes that file
+// the body.
+func (s *Server) spoolBody(r *http.Request) (*os.File, error) {
+	f, err := os.CreateTemp(s.Spool, "put-")
+	if err != nil {
+		return nil, err
+	}
+	n, err := io.Copy(f, r.Body)
+	if err == nil && r.ContentLength >= 0 && n != r.ContentLength {
+		err = fmt.Errorf("%d bytes of %d", n, r.ContentLength)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	r.Body, r.ContentLength = f, n
+	return f, nil
+}
+
 func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
 
 func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, user, p string) {
@@ -331,9 +371,7 @@ func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request
 		s.failErr(w, p, err)
 		return
 	}
-	t := &transfer{user: user, method: r.Method, path: p, size: r.ContentLength, start: time.Now()}
-	defer s.active.add(t)()
-	_, err = io.Copy(f, countingReader{r.Body, t})
+	_, err = io.Copy(f, r.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
