@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,5 +202,59 @@ func TestWebDAVGridLock(t *testing.T) {
 	h.Release(ctx)
 	if code, _, _ = e.curl(t, "alice", "-X", "LOCK", "--data-binary", "@"+lock, e.url+"/d/data/doc.txt"); code != 200 {
 		t.Errorf("LOCK once the share's lock is gone: %d, want 200", code)
+	}
+}
+
+// TestWebDAVCadaver: cadaver, a WebDAV client nobody here wrote, signs in
+// from ~/.netrc, makes a collection, puts, lists, moves, gets and
+// deletes; bob's put is refused. (cadaver takes no CA certificate to
+// trust but the system's, so it talks to a clear-text front end on
+// loopback, as --insecure serves; TLS is litmus's and curl's part.)
+func TestWebDAVCadaver(t *testing.T) {
+	needTool(t, "cadaver")
+	e := newEnv(t, true)
+	pw, err := OpenPasswords(filepath.Join(e.dir, "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go e.g.Serve(ln, nil, e.g.NewAuthenticator(pw), true)
+	url := "http://" + ln.Addr().String()
+	local := filepath.Join(e.dir, "local.txt")
+	os.WriteFile(local, []byte("through cadaver\n"), 0o644)
+	run := func(user, script string) string {
+		t.Helper()
+		home := filepath.Join(e.dir, "home-"+user)
+		os.MkdirAll(home, 0o700)
+		os.WriteFile(filepath.Join(home, ".netrc"), []byte("machine 127.0.0.1 login "+user+" password "+user+"-secret-pw\n"), 0o600)
+		cmd := exec.Command("cadaver", url+"/d/data/")
+		cmd.Dir, cmd.Env = e.dir, append(os.Environ(), "HOME="+home)
+		cmd.Stdin = strings.NewReader(script + "quit\n")
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	out := run("alice", "mkcol col\nput local.txt col/a.txt\nls col\nmove col/a.txt col/b.txt\nget col/b.txt got.txt\n")
+	if b, _ := os.ReadFile(filepath.Join(e.root, "col", "b.txt")); string(b) != "through cadaver\n" {
+		t.Errorf("after cadaver's put and move the share holds %q\n%s", b, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.dir, "got.txt")); string(b) != "through cadaver\n" {
+		t.Errorf("cadaver got %q\n%s", b, out)
+	}
+	if !strings.Contains(out, "a.txt") {
+		t.Errorf("cadaver's ls does not show a.txt:\n%s", out)
+	}
+	before := tree(t, e.root)
+	out = run("bob", "put local.txt col/bob.txt\ndelete col/b.txt\n")
+	if !strings.Contains(out, "403") {
+		t.Errorf("bob's put and delete through cadaver:\n%s", out)
+	}
+	sameTree(t, "the share after bob's cadaver", before, tree(t, e.root))
+	run("alice", "delete col/b.txt\nrmcol col\n")
+	if _, err := os.Stat(filepath.Join(e.root, "col")); err == nil {
+		t.Error("cadaver's rmcol left the collection")
 	}
 }
