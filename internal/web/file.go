@@ -77,14 +77,18 @@ type File struct {
 	a wire.Attr
 	h *vfs.Handle // nil for a directory
 	// back is the cache's data file, when the cache held the whole file
-	// at open (read-only opens; up to 64 MiB of its blocks held only in
-	// memory are written to it first): reads go straight to it, as the
-	// mount's passthrough reads do.
+	// at open (read-only opens; its blocks held only in memory are written
+	// to it first, once): reads go straight to it, as the mount's
+	// passthrough reads do.
 	back *os.File
 	off  int64
 	ctx  context.Context
 	list []fs.FileInfo
 	dav  *davFS // the WebDAV request it was opened for, if any
+	// rbuf holds rlen bytes of the file from roff (read-only opens).
+	rbuf []byte
+	roff int64
+	rlen int
 }
 
 // OpenFile opens the global path p of v.
@@ -116,8 +120,10 @@ func OpenFile(ctx context.Context, v *vfs.FS, p string, flag int, perm uint32) (
 		return nil, err
 	}
 	if flag&(syscall.O_WRONLY|syscall.O_RDWR) == 0 {
-		if b, _, ok := f.h.Backing(64 << 20); ok {
+		if b, _, ok := f.h.Backing(-1); ok {
 			f.back = b
+		} else {
+			f.rbuf = make([]byte, 1<<20)
 		}
 	}
 	if flag&syscall.O_TRUNC != 0 {
@@ -149,6 +155,8 @@ func (f *File) Read(p []byte) (int, error) {
 		if errors.Is(err, io.EOF) && n > 0 {
 			err = nil
 		}
+	} else if f.rbuf != nil {
+		n, err = f.buffered(p)
 	} else {
 		n, err = f.h.Read(f.ctx, p, f.off)
 	}
@@ -157,6 +165,19 @@ func (f *File) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, err
+}
+
+// buffered reads through a 1 MiB buffer, so that a caller that reads 32
+// KiB at a time (net/http's copy) asks the vfs once per MiB.
+func (f *File) buffered(p []byte) (int, error) {
+	if f.off < f.roff || f.off >= f.roff+int64(f.rlen) {
+		n, err := f.h.Read(f.ctx, f.rbuf, f.off)
+		if n == 0 {
+			return 0, err
+		}
+		f.roff, f.rlen = f.off, n
+	}
+	return copy(p, f.rbuf[f.off-f.roff:f.rlen]), nil
 }
 
 func (f *File) Write(p []byte) (int, error) {
