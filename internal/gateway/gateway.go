@@ -71,6 +71,8 @@ type userFS struct {
 	v    *vfs.FS
 	used time.Time
 	refs int
+	// retried is closed when the retry of unsent data has stopped.
+	retried chan struct{}
 }
 
 // ErrNotGateway: the credentials given are not a gateway's.
@@ -211,8 +213,14 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 	if vopts.Log == nil {
 		vopts.Log = g.cfg.Log
 	}
-	u := &userFS{cl: cl, ch: ch, v: vfs.New(cl, ch, vopts), used: time.Now(), refs: 1}
+	u := &userFS{cl: cl, ch: ch, v: vfs.New(cl, ch, vopts), used: time.Now(), refs: 1, retried: make(chan struct{})}
 	g.users[user] = u
+	// Data a write could not send (its share away) is sent when it can
+	// be, as the mount's is, or kept beside a file changed meanwhile.
+	go func() {
+		defer close(u.retried)
+		u.v.RetryUnsent(g.cfg.Log)
+	}()
 	return u.v, nil
 }
 
@@ -256,6 +264,7 @@ func (u *userFS) close(log *slog.Logger) {
 		log.Warn("data kept back under write delegations could not all be sent; it stays in the cache", "err", err)
 	}
 	u.v.Close()
+	<-u.retried
 	u.ch.Close()
 	u.cl.Close()
 }
