@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/vfs"
@@ -256,5 +257,58 @@ func TestWebDAVCadaver(t *testing.T) {
 	run("alice", "delete col/b.txt\nrmcol col\n")
 	if _, err := os.Stat(filepath.Join(e.root, "col")); err == nil {
 		t.Error("cadaver's rmcol left the collection")
+	}
+}
+
+// TestWebDAVDavfs2: davfs2 mounts the WebDAV gateway (the kernel's file
+// system calls through a WebDAV client nobody here wrote): alice writes,
+// lists and reads there; the share has her file. Root only (mount).
+func TestWebDAVDavfs2(t *testing.T) {
+	needTool(t, "mount.davfs")
+	if os.Geteuid() != 0 {
+		t.Skip("mounting davfs needs root")
+	}
+	e := newEnv(t, true)
+	os.WriteFile(filepath.Join(e.root, "there.txt"), []byte("at the share\n"), 0o644)
+	d := filepath.Join(e.dir, "davfs")
+	mnt := filepath.Join(d, "mnt")
+	os.MkdirAll(filepath.Join(d, "cache"), 0o700)
+	os.Chmod(filepath.Join(d, "cache"), 0o777) // (a temporary directory of the test)
+	os.MkdirAll(mnt, 0o755)
+	// mount.davfs reads the certificate as its own unprivileged user.
+	for _, dir := range []string{filepath.Dir(e.dir), e.dir, d} {
+		os.Chmod(dir, 0o755)
+	}
+	os.WriteFile(filepath.Join(d, "secrets"), []byte(e.url+"/d/data/ alice alice-secret-pw\n"), 0o600)
+	os.WriteFile(filepath.Join(d, "davfs2.conf"), []byte("secrets "+filepath.Join(d, "secrets")+"\ntrust_server_cert "+e.cacert+
+		"\ncache_dir "+filepath.Join(d, "cache")+"\nuse_locks 1\ndelay_upload 0\n"), 0o600)
+	out, err := exec.Command("mount", "-t", "davfs", "-o", "conf="+filepath.Join(d, "davfs2.conf"), e.url+"/d/data/", mnt).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mount -t davfs: %v\n%s", err, out)
+	}
+	defer func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v %s", err, out)
+		}
+	}()
+	if b, err := os.ReadFile(filepath.Join(mnt, "there.txt")); err != nil || string(b) != "at the share\n" {
+		t.Errorf("reading through davfs2: %q %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "from-davfs.txt"), []byte("written through davfs2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(mnt)
+	if err != nil || len(ents) < 2 {
+		t.Errorf("listing through davfs2: %v %v", ents, err)
+	}
+	// davfs2 uploads on close (delay_upload 0); the share has it soon.
+	var b []byte
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if b, _ = os.ReadFile(filepath.Join(e.root, "from-davfs.txt")); string(b) == "written through davfs2\n" {
+			break
+		}
+	}
+	if string(b) != "written through davfs2\n" {
+		t.Errorf("the share holds %q of davfs2's file", b)
 	}
 }
