@@ -234,6 +234,11 @@ func (f *File) Close() error {
 		f.back.Close()
 		f.h.Unback()
 		f.back = nil
+	} else if f.rbuf != nil && f.off >= f.a.Size && f.a.Size > 0 {
+		// Read to its end through the vfs: once the cache holds it whole,
+		// its blocks go to the data file, so that the next open reads
+		// from there (as the mount prepares passthrough).
+		f.h.Whole(true)
 	}
 	err := f.h.Flush(f.ctx)
 	if rerr := f.h.Release(f.ctx); err == nil {
