@@ -56,6 +56,7 @@ func newUserCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "user", Short: "Manage the domain's users"}
 	var groups []string
 	var out string
+	var gatewayRole bool
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create a user and write their credential bundle",
@@ -74,7 +75,13 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 			if _, err := os.Stat(out); err == nil {
 				return cli.Usagef("%s already exists; choose another file with -o", out)
 			}
-			resp, err := c.UserAdd(cmd.Context(), name, groups)
+			var resp wire.UserAddResp
+			var err error
+			if gatewayRole {
+				resp, err = c.GatewayAdd(cmd.Context(), name)
+			} else {
+				resp, err = c.UserAdd(cmd.Context(), name, groups)
+			}
 			if err != nil {
 				return err
 			}
@@ -87,11 +94,16 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 			if err := bundle.Save(out); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "user %s@%s created; credentials written to %s\n", name, c.Domain(), out)
+			what := "user " + name + "@" + c.Domain()
+			if gatewayRole {
+				what = "gateway gateway:" + name + "@" + c.Domain()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s created; credentials written to %s\n", what, out)
 			return nil
 		}),
 	}
 	add.Flags().StringSliceVar(&groups, "group", nil, "groups the user belongs to (repeatable)")
+	add.Flags().BoolVar(&gatewayRole, "gateway", false, "make a gateway's credentials (pando serve), which act only in the names of the users the gateway serves")
 	add.Flags().StringVarP(&out, "output", "o", "", "where to write the credential bundle (default NAME.json beside your configuration)")
 	cmd.AddCommand(add, &cobra.Command{
 		Use:   "ls",
@@ -108,7 +120,11 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 				if u.Revoked != 0 {
 					state = "revoked " + time.Unix(0, u.Revoked).Format(time.DateTime)
 				}
-				rows = append(rows, []string{u.Name, strings.Join(u.Groups, ","), time.Unix(0, u.Created).Format(time.DateTime), state})
+				name := u.Name
+				if u.Gateway {
+					name += " (gateway)"
+				}
+				rows = append(rows, []string{name, strings.Join(u.Groups, ","), time.Unix(0, u.Created).Format(time.DateTime), state})
 			}
 			return cli.Table(cmd.OutOrStdout(), rows)
 		}),

@@ -47,7 +47,7 @@ Then try:                         pando ls /local`,
 		newLsCmd(g), newStatCmd(g), newCatCmd(g), newGetCmd(g), newPutCmd(g),
 		newMkdirCmd(g), newRmCmd(g), newMvCmd(g), newLnCmd(g),
 		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g),
-		newMountCmd(g), newStatsCmd(g), newCacheCmd(g),
+		newMountCmd(g), newServeCmd(g), newStatsCmd(g), newCacheCmd(g),
 		newCpCmd(g), newWanCmd(), newBenchCmd(), newVersionCmd(), newAdminCmd(), newStatusCmd(g), newWaitCmd(g),
 		newDoctorCmd(g), newManCmd(),
 	)

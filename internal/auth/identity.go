@@ -16,6 +16,10 @@ const (
 	RoleUser       Role = "user"
 	RoleShare      Role = "share"
 	RoleController Role = "controller"
+	// RoleGateway is a gateway (HTTP, WebDAV, ...): it has no rights of
+	// its own and acts only for the users it authenticates, with tokens
+	// the controller issues to it in their names.
+	RoleGateway Role = "gateway"
 )
 
 // Identity is a principal of a domain.
@@ -53,7 +57,7 @@ func ParseIdentityURI(s string) (Identity, error) {
 	}
 	id := Identity{Domain: u.Host, Role: Role(parts[0]), Name: parts[1]}
 	switch id.Role {
-	case RoleUser, RoleShare, RoleController:
+	case RoleUser, RoleShare, RoleController, RoleGateway:
 	default:
 		return Identity{}, fmt.Errorf("%q names an unknown role %q", s, parts[0])
 	}

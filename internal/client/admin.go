@@ -49,6 +49,14 @@ func (c *Client) UserAdd(ctx context.Context, name string, groups []string) (wir
 	return r, err
 }
 
+// GatewayAdd creates a gateway (credentials of the gateway role, which
+// act only in the names of the users the gateway serves).
+func (c *Client) GatewayAdd(ctx context.Context, name string) (wire.UserAddResp, error) {
+	var r wire.UserAddResp
+	err := c.ControllerCall(ctx, wire.OpUserAdd, wire.UserAddReq{Name: name, Gateway: true}, &r)
+	return r, err
+}
+
 // UserList lists users.
 func (c *Client) UserList(ctx context.Context) ([]wire.UserInfo, error) {
 	var r wire.UserListResp
@@ -68,7 +76,7 @@ func (c *Client) ACLGet(ctx context.Context, prefix string) (wire.ACLResp, error
 	if err != nil {
 		return r, err
 	}
-	err = c.ControllerCall(ctx, wire.OpACLGet, wire.PathReq{Path: g}, &r)
+	err = c.ControllerCall(ctx, wire.OpACLGet, wire.ACLGetReq{Path: g, For: c.opts.ActFor}, &r)
 	return r, err
 }
 

@@ -40,6 +40,10 @@ type Options struct {
 	// channel, in the background, rather than at the first bulk request
 	// (an agent sets it: its first cold read then waits for no handshake).
 	EarlyData bool
+	// ActFor, set by a gateway (whose credentials carry the gateway
+	// role), names the user every request is made for: tokens are asked
+	// for in that user's name and carry only that user's rights.
+	ActFor string
 	// Log, if set, gets one line when a share goes down and one when it
 	// comes back (unless a health hook takes them, see SetHealthHook).
 	Log *slog.Logger
@@ -149,7 +153,12 @@ func (c *Client) Domain() string { return c.cfg.Domain }
 func (c *Client) Session() string { return c.opts.Session }
 
 // Principal is who the client is, e.g. "alice@uva".
-func (c *Client) Principal() string { return c.cfg.User + "@" + c.cfg.Domain }
+func (c *Client) Principal() string {
+	if c.opts.ActFor != "" {
+		return c.opts.ActFor + "@" + c.cfg.Domain
+	}
+	return c.cfg.User + "@" + c.cfg.Domain
+}
 
 // Close ends every connection.
 func (c *Client) Close() error {
@@ -384,7 +393,7 @@ func (c *Client) tokenLapsed(prefix string, t *target, refused bool, err error) 
 // (that share proxy, if named, may present on this client's behalf).
 func (c *Client) resolve(ctx context.Context, prefix, proxy string) (wire.ResolveResp, error) {
 	var resp wire.ResolveResp
-	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix, Proxy: proxy}, &resp); err != nil {
+	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix, Proxy: proxy, For: c.opts.ActFor}, &resp); err != nil {
 		return wire.ResolveResp{}, err
 	}
 	if resp.Share == "" {

@@ -30,7 +30,7 @@ func fuzzController(tb testing.TB) *Controller {
 	if err := put(ctx, c.st, pfxMount+"/fz/data", wire.MountEntry{Prefix: "/fz/data", Share: "data", SharePath: "exp"}); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := c.issueUser(ctx, "alice", []string{"staff"}, false); err != nil {
+	if _, err := c.issueUser(ctx, "alice", []string{"staff"}, false, false); err != nil {
 		tb.Fatal(err)
 	}
 	for p, es := range map[string][]wire.ACLEntry{

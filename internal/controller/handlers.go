@@ -77,6 +77,56 @@ func (c *Controller) subjectOf(p *peer, v []byte) (auth.Subject, error) {
 	return auth.Subject{User: u.Name, Groups: u.Groups}, nil
 }
 
+// resolveSubject is whose rights a token asked for carries, and the
+// principal it names: the caller's own, or, for a gateway naming a user
+// in forUser, that user's (a gateway has no rights of its own).
+func (c *Controller) resolveSubject(ctx context.Context, p *peer, forUser string) (auth.Subject, string, error) {
+	who, err := c.recordFor(p, forUser)
+	if err != nil {
+		return auth.Subject{}, "", err
+	}
+	v, err := c.st.Get(ctx, pfxUser+who)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return auth.Subject{}, "", err
+	}
+	return c.resolveSubjectOf(p, forUser, v)
+}
+
+// recordFor checks who may ask in whose name, and returns the user whose
+// record decides: the caller's, or forUser's for a gateway.
+func (c *Controller) recordFor(p *peer, forUser string) (string, error) {
+	if forUser == "" {
+		if p.id.Role == auth.RoleGateway {
+			return "", wire.Errorf(wire.CodeAccess, "%s is a gateway and has no rights of its own; it asks for tokens in the name of the users it serves", p.id)
+		}
+		return p.id.Name, nil
+	}
+	if p.id.Role != auth.RoleGateway {
+		return "", wire.Errorf(wire.CodeAccess, "%s asked for a token in the name of %s, which only a gateway may do", p.id, forUser)
+	}
+	if err := auth.ValidName(forUser); err != nil {
+		return "", wire.Errorf(wire.CodeInvalid, "user name: %v", err)
+	}
+	return forUser, nil
+}
+
+// resolveSubjectOf is resolveSubject with the deciding user record v
+// (nil: none) already read.
+func (c *Controller) resolveSubjectOf(p *peer, forUser string, v []byte) (auth.Subject, string, error) {
+	if forUser == "" {
+		s, err := c.subjectOf(p, v)
+		return s, p.id.String(), err
+	}
+	var u userRec
+	if v == nil || wire.Unmarshal(v, &u) != nil || u.Gateway {
+		return auth.Subject{}, "", wire.Errorf(wire.CodeNotRegistered, "user %s@%s is not known to the controller", forUser, c.keys.domain)
+	}
+	if u.Revoked != 0 {
+		return auth.Subject{}, "", wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s@%s have been revoked", forUser, c.keys.domain)
+	}
+	return auth.Subject{User: u.Name, Groups: u.Groups}, forUser + "@" + c.keys.domain, nil
+}
+
 // require checks that the caller holds need on the global path g. The
 // caller's record and the ACLs are read together, in one request to the
 // store.
@@ -144,12 +194,17 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		return rpc.Reply{}, err
 	}
 	// Everything a token is made from, read together in one request to
-	// the store.
-	m, err := store.ReadMany(ctx, c.st, []string{pfxUser + p.id.Name}, []string{pfxMount, pfxShare, pfxACL})
+	// the store: the record of the user it names (the caller, or the user
+	// a gateway asks for), the mounts, the shares and the ACLs.
+	who, err := c.recordFor(p, r.For)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	subj, err := c.subjectOf(p, m.Values[pfxUser+p.id.Name])
+	m, err := store.ReadMany(ctx, c.st, []string{pfxUser + who}, []string{pfxMount, pfxShare, pfxACL})
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	subj, principal, err := c.resolveSubjectOf(p, r.For, m.Values[pfxUser+who])
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -189,10 +244,12 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	}
 	now := time.Now()
 	t := &auth.Token{
-		ID: newID(), Principal: p.id.String(), Share: best.Share, Root: best.SharePath,
+		ID: newID(), Principal: principal, Share: best.Share, Root: best.SharePath,
 		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
 	}
-	if r.Proxy != "" {
+	if r.For != "" {
+		t.Proxy = p.id.String() // the gateway presents the user's token
+	} else if r.Proxy != "" {
 		if _, ok := shares[pfxShare+r.Proxy]; !ok {
 			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", r.Proxy)
 		}
@@ -346,7 +403,10 @@ func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if _, err := c.require(ctx, p, "/", auth.Admin); err != nil {
 		return rpc.Reply{}, err
 	}
-	resp, err := c.issueUser(ctx, r.Name, r.Groups, false)
+	if r.Gateway && len(r.Groups) > 0 {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a gateway has no rights of its own and belongs to no group; leave out --group")
+	}
+	resp, err := c.issueUser(ctx, r.Name, r.Groups, false, r.Gateway)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -355,7 +415,7 @@ func (c *Controller) userAdd(ctx context.Context, p *peer, req *rpc.Request) (rp
 
 // issueUser creates (or re-creates a revoked) user with a fresh key pair.
 // With again set, an existing live user gets an additional certificate.
-func (c *Controller) issueUser(ctx context.Context, name string, groups []string, again bool) (wire.UserAddResp, error) {
+func (c *Controller) issueUser(ctx context.Context, name string, groups []string, again, gateway bool) (wire.UserAddResp, error) {
 	if err := auth.ValidName(name); err != nil {
 		return wire.UserAddResp{}, wire.Errorf(wire.CodeInvalid, "user name: %v", err)
 	}
@@ -371,7 +431,7 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 		var rec userRec
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			old, rec = nil, userRec{Name: name, Groups: groups, Created: time.Now().UnixNano()}
+			old, rec = nil, userRec{Name: name, Groups: groups, Created: time.Now().UnixNano(), Gateway: gateway}
 		case err != nil:
 			return wire.UserAddResp{}, err
 		default:
@@ -382,6 +442,7 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 			case rec.Revoked != 0:
 				rec.Revoked = 0
 				rec.Groups = groups
+				rec.Gateway = gateway
 			case !again:
 				return wire.UserAddResp{}, wire.Errorf(wire.CodeExist, "user %s already exists", name)
 			}
@@ -391,6 +452,9 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 			return wire.UserAddResp{}, err
 		}
 		id := auth.Identity{Domain: c.keys.domain, Role: auth.RoleUser, Name: name}
+		if rec.Gateway {
+			id.Role = auth.RoleGateway
+		}
 		cert, serial, err := c.keys.ca.Issue(id, key.Public(), 2*365*24*time.Hour, nil)
 		if err != nil {
 			return wire.UserAddResp{}, err
@@ -425,7 +489,7 @@ func (c *Controller) userList(ctx context.Context, p *peer) (rpc.Reply, error) {
 		if err := wire.Unmarshal(kv.Value, &u); err != nil {
 			return rpc.Reply{}, err
 		}
-		out.Users = append(out.Users, wire.UserInfo{Name: u.Name, Groups: u.Groups, Created: u.Created, Revoked: u.Revoked})
+		out.Users = append(out.Users, wire.UserInfo{Name: u.Name, Groups: u.Groups, Created: u.Created, Revoked: u.Revoked, Gateway: u.Gateway})
 	}
 	return rpc.Reply{Msg: out}, nil
 }
@@ -488,7 +552,7 @@ func fromACL(acl auth.ACL) []wire.ACLEntry {
 }
 
 func (c *Controller) aclGet(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
-	var r wire.PathReq
+	var r wire.ACLGetReq
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
@@ -496,13 +560,18 @@ func (c *Controller) aclGet(ctx context.Context, p *peer, req *rpc.Request) (rpc
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	subj, err := c.require(ctx, p, g, auth.List)
+	subj, who, err := c.resolveSubject(ctx, p, r.For)
 	if err != nil {
 		return rpc.Reply{}, err
 	}
 	acls, err := loadACLs(ctx, c.st)
 	if err != nil {
 		return rpc.Reply{}, err
+	}
+	if have := auth.Effective(acls, subj, g); !have.Has(auth.List) {
+		missing := auth.List &^ have
+		return rpc.Reply{}, &wire.Error{Code: wire.CodeAccess, Missing: missing.String(),
+			Message: fmt.Sprintf("%s lacks the %s right (%s) on %s; ask an administrator of the domain", who, missing.Describe(), missing, g)}
 	}
 	resp := wire.ACLResp{Path: g, Entries: fromACL(acls[g]), Effective: auth.Effective(acls, subj, g).String()}
 	for q, acl := range acls {

@@ -195,7 +195,7 @@ func (c *Controller) writeAdminBundle(ctx context.Context, created bool) error {
 			return err
 		}
 	}
-	resp, err := c.issueUser(ctx, "admin", nil, true)
+	resp, err := c.issueUser(ctx, "admin", nil, true, false)
 	if err != nil {
 		return err
 	}
@@ -216,10 +216,10 @@ func (c *Controller) Opened(sc *rpc.ServerConn) error {
 	serial := cert.SerialNumber.Text(16)
 	ctx := context.Background()
 	switch id.Role {
-	case auth.RoleUser:
+	case auth.RoleUser, auth.RoleGateway:
 		u, err := get[userRec](ctx, c.st, pfxUser+id.Name)
-		if err != nil {
-			return wire.Errorf(wire.CodeNotRegistered, "user %s is not known to the controller", id)
+		if err != nil || u.Gateway != (id.Role == auth.RoleGateway) {
+			return wire.Errorf(wire.CodeNotRegistered, "%s is not known to the controller", id)
 		}
 		if u.Revoked != 0 || !slices.Contains(u.Serials, serial) {
 			return wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked", id)

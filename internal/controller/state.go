@@ -38,6 +38,9 @@ type userRec struct {
 	Created int64    `cbor:"3,keyasint"`
 	Revoked int64    `cbor:"4,keyasint,omitempty"`
 	Serials []string `cbor:"5,keyasint,omitempty"`
+	// Gateway: the name is a gateway's, whose certificates carry the
+	// gateway role; it has no rights of its own.
+	Gateway bool `cbor:"6,keyasint,omitempty"`
 }
 
 type shareRec struct {

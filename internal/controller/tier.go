@@ -251,7 +251,7 @@ func (c *Controller) endUser(principal string) {
 		return
 	}
 	c.rpc.EachConn(func(sc *rpc.ServerConn) {
-		if pp, ok := sc.State.(*peer); ok && pp.id.Role == auth.RoleUser && pp.id.Name == name {
+		if pp, ok := sc.State.(*peer); ok && (pp.id.Role == auth.RoleUser || pp.id.Role == auth.RoleGateway) && pp.id.Name == name {
 			go sc.End(wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked by the domain's administrator; ask an administrator for new ones (pando user add %s)", pp.id, name))
 		}
 	})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -55,7 +55,7 @@ func errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
-	if errors.Is(err, client.ErrUnreachable) {
+	if errors.Is(err, vfs.ErrUnreachable) {
 		// Before the errno a refused dial carries (ECONNREFUSED): the
 		// share, not a local socket, is what cannot be reached.
 		return syscall.EHOSTUNREACH

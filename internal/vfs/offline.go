@@ -58,6 +58,10 @@ const StaleXattr = "user.pando.stale"
 // unreachable reports whether err says a share could not be reached.
 func unreachable(err error) bool { return errors.Is(err, client.ErrUnreachable) }
 
+// ErrUnreachable is what an error wraps when a share could not be reached
+// (for an edge above the vfs to tell it).
+var ErrUnreachable = client.ErrUnreachable
+
 // servesStale reports whether p's cached copy is served while its share
 // is unreachable.
 func (v *FS) servesStale(p string) bool {

@@ -8,6 +8,10 @@ type ResolveReq struct {
 	// Proxy names a share that may present the token on the caller's
 	// behalf (for a third-party transfer from that share).
 	Proxy string `cbor:"2,keyasint,omitempty"`
+	// For names the user a gateway asks the token for (a gateway only):
+	// the token is that user's, with the user's rights, and the gateway
+	// may present it.
+	For string `cbor:"3,keyasint,omitempty"`
 }
 
 // ResolveResp maps a global path to a share. If the path is above every
@@ -94,11 +98,22 @@ type ShareListResp struct {
 	Shares []ShareInfo `cbor:"1,keyasint"`
 }
 
+// ACLGetReq asks for the ACLs on a path (OpACLGet); its first fields are
+// PathReq's. For, from a gateway only, names the user whose effective
+// rights are asked for (see ResolveReq.For).
+type ACLGetReq struct {
+	Tok  uint32 `cbor:"1,keyasint"`
+	Path string `cbor:"2,keyasint"`
+	For  string `cbor:"3,keyasint,omitempty"`
+}
+
 // UserAddReq creates a user (and their credentials).
 type UserAddReq struct {
 	Name   string   `cbor:"1,keyasint"`
 	Groups []string `cbor:"2,keyasint,omitempty"`
 	CSR    []byte   `cbor:"3,keyasint,omitempty"` // if empty, the controller makes the key
+	// Gateway makes a gateway's credentials (role gateway) instead.
+	Gateway bool `cbor:"4,keyasint,omitempty"`
 }
 
 // UserAddResp returns the new user's credentials.
@@ -116,6 +131,7 @@ type UserInfo struct {
 	Groups  []string `cbor:"2,keyasint,omitempty"`
 	Created int64    `cbor:"3,keyasint"`
 	Revoked int64    `cbor:"4,keyasint,omitempty"`
+	Gateway bool     `cbor:"5,keyasint,omitempty"`
 }
 
 // UserListResp lists users.

@@ -61,7 +61,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpUserAdd:       {func() any { return &UserAddReq{} }, func() any { return &UserAddResp{} }},
 	OpUserList:      {func() any { return &Empty{} }, func() any { return &UserListResp{} }},
 	OpUserRevoke:    {func() any { return &UserRevokeReq{} }, func() any { return &Empty{} }},
-	OpACLGet:        {func() any { return &PathReq{} }, func() any { return &ACLResp{} }},
+	OpACLGet:        {func() any { return &ACLGetReq{} }, func() any { return &ACLResp{} }},
 	OpACLSet:        {func() any { return &ACLSetReq{} }, func() any { return &Empty{} }},
 	OpWatch:         {func() any { return &Empty{} }, func() any { return &Revocation{} }},
 	OpWhoAmI:        {func() any { return &Empty{} }, func() any { return &WhoAmIResp{} }},

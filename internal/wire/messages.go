@@ -84,7 +84,7 @@ const (
 	OpUserAdd       Op = 106 // UserAddReq -> UserAddResp
 	OpUserList      Op = 107 // Empty -> UserListResp
 	OpUserRevoke    Op = 108 // UserRevokeReq -> Empty
-	OpACLGet        Op = 109 // PathReq -> ACLResp
+	OpACLGet        Op = 109 // ACLGetReq -> ACLResp
 	OpACLSet        Op = 110 // ACLSetReq -> Empty
 	OpWatch         Op = 111 // Empty -> stream of Notify(Revocation), shares only
 	OpWhoAmI        Op = 112 // Empty -> WhoAmIResp

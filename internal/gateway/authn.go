@@ -1,0 +1,247 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/web"
+)
+
+// How a person proves who they are at a gateway, tried in this order:
+//
+//   - a TLS client certificate the domain's CA issued to a user (the
+//     certificate of the user's own credential bundle);
+//   - HTTP Basic authentication with a user name and a password of the
+//     gateway's password file (only over TLS, or on loopback with
+//     --insecure), kept as PBKDF2-SHA256 hashes.
+//
+// A request with neither is answered 401.
+
+// Password hashing.
+const (
+	pbkdf2Iter = 210_000
+	saltLen    = 16
+	keyLen     = 32
+	hashPrefix = "pbkdf2-sha256"
+)
+
+// HashPassword returns the password-file form of a password.
+func HashPassword(pw string) (string, error) {
+	salt := make([]byte, saltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	k, err := pbkdf2.Key(sha256.New, pw, salt, pbkdf2Iter, keyLen)
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawStdEncoding
+	return fmt.Sprintf("%s$%d$%s$%s", hashPrefix, pbkdf2Iter, enc.EncodeToString(salt), enc.EncodeToString(k)), nil
+}
+
+func checkHash(h, pw string) bool {
+	parts := strings.Split(h, "$")
+	if len(parts) != 4 || parts[0] != hashPrefix {
+		return false
+	}
+	iter, err := strconv.Atoi(parts[1])
+	if err != nil || iter < 1000 || iter > 10_000_000 {
+		return false
+	}
+	enc := base64.RawStdEncoding
+	salt, err1 := enc.DecodeString(parts[2])
+	want, err2 := enc.DecodeString(parts[3])
+	if err1 != nil || err2 != nil || len(want) != keyLen {
+		return false
+	}
+	got, err := pbkdf2.Key(sha256.New, pw, salt, iter, keyLen)
+	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
+}
+
+// Passwords is a gateway's password file: lines "user:hash", read again
+// when it changes.
+type Passwords struct {
+	path string
+	mu   sync.Mutex
+	mod  int64
+	m    map[string]string
+	// ok remembers passwords checked lately (by a keyed hash of user and
+	// password), so that a client's every request costs no slow hash.
+	ok  map[[32]byte]time.Time
+	key [32]byte
+}
+
+// OpenPasswords reads the password file at path.
+func OpenPasswords(path string) (*Passwords, error) {
+	p := &Passwords{path: path, ok: make(map[[32]byte]time.Time)}
+	_, _ = rand.Read(p.key[:])
+	if _, err := p.load(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Passwords) load() (map[string]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fi, err := os.Stat(p.path)
+	if err != nil {
+		return nil, fmt.Errorf("the password file: %w", err)
+	}
+	if p.m != nil && fi.ModTime().UnixNano() == p.mod {
+		return p.m, nil
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("the password file %s may be read by others (mode %o); chmod 600 it", p.path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(p.path)
+	if err != nil {
+		return nil, fmt.Errorf("the password file: %w", err)
+	}
+	m := make(map[string]string)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		user, h, ok := strings.Cut(line, ":")
+		if !ok || auth.ValidName(user) != nil {
+			return nil, fmt.Errorf("the password file %s, line %d: expected user:hash (pando serve passwd writes them)", p.path, n)
+		}
+		m[user] = h
+	}
+	p.m, p.mod = m, fi.ModTime().UnixNano()
+	return m, nil
+}
+
+// Check reports whether pw is user's password.
+func (p *Passwords) Check(user, pw string) bool {
+	m, err := p.load()
+	if err != nil {
+		return false
+	}
+	h, ok := m[user]
+	mac := hmac.New(sha256.New, p.key[:])
+	mac.Write([]byte(user + "\x00" + h + "\x00" + pw))
+	var sum [32]byte
+	copy(sum[:], mac.Sum(nil))
+	p.mu.Lock()
+	at, seen := p.ok[sum]
+	p.mu.Unlock()
+	if ok && seen && time.Since(at) < time.Minute {
+		return true
+	}
+	if !ok {
+		// As slow as a known user, so that timing tells no names.
+		slowHashes <- struct{}{}
+		checkHash("pbkdf2-sha256$210000$AAAAAAAAAAAAAAAAAAAAAA$"+strings.Repeat("A", 43), pw)
+		<-slowHashes
+		return false
+	}
+	slowHashes <- struct{}{} // a flood of guesses takes two cores at most
+	good := checkHash(h, pw)
+	<-slowHashes
+	if !good {
+		return false
+	}
+	p.mu.Lock()
+	if len(p.ok) > 10000 {
+		clear(p.ok)
+	}
+	p.ok[sum] = time.Now()
+	p.mu.Unlock()
+	return true
+}
+
+// slowHashes bounds the password checks under way at once.
+var slowHashes = make(chan struct{}, 2)
+
+// SetPassword writes user's password into the file at path (made 0600
+// if missing), replacing an earlier one.
+func SetPassword(path, user, pw string) error {
+	if err := auth.ValidName(user); err != nil {
+		return fmt.Errorf("user name: %w", err)
+	}
+	if len(pw) < 8 {
+		return errors.New("the password is shorter than 8 characters; choose a longer one")
+	}
+	h, err := HashPassword(pw)
+	if err != nil {
+		return err
+	}
+	var out []string
+	if b, err := os.ReadFile(path); err == nil {
+		for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			if u, _, _ := strings.Cut(line, ":"); u != user && line != "" {
+				out = append(out, line)
+			}
+		}
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	out = append(out, user+":"+h)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(out, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Authenticator decides who made a request.
+type Authenticator struct {
+	g         *Gateway
+	passwords *Passwords
+	// PlainOK allows Basic authentication without TLS (--insecure on
+	// loopback).
+	PlainOK bool
+}
+
+// NewAuthenticator accepts the domain's user certificates and, if
+// passwords is not nil, the passwords of that file.
+func (g *Gateway) NewAuthenticator(passwords *Passwords) *Authenticator {
+	return &Authenticator{g: g, passwords: passwords}
+}
+
+// User returns the name of the user who made r.
+func (a *Authenticator) User(r *http.Request) (string, error) {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		id, err := auth.IdentityFromCert(r.TLS.VerifiedChains[0][0])
+		if err != nil {
+			return "", fmt.Errorf("your certificate: %w", err)
+		}
+		if id.Domain != a.g.Domain() || id.Role != auth.RoleUser {
+			return "", fmt.Errorf("the certificate of %s is no user's of domain %s", id, a.g.Domain())
+		}
+		return id.Name, nil
+	}
+	user, pw, ok := r.BasicAuth()
+	if !ok {
+		return "", web.ErrNoCredentials
+	}
+	if a.passwords == nil {
+		return "", errors.New("this gateway takes no passwords; present your user certificate")
+	}
+	if r.TLS == nil && !a.PlainOK {
+		return "", errors.New("passwords are taken only over TLS")
+	}
+	if !a.passwords.Check(user, pw) {
+		return "", errors.New("wrong user name or password")
+	}
+	return user, nil
+}

@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// collector exposes a gateway's figures in the Prometheus format, read
+// at scrape time: requests by outcome, users served, and the RPCs and
+// caches of all its users together.
+type collector struct{ g *Gateway }
+
+var (
+	descGwInfo     = prometheus.NewDesc("pando_gateway_info", "The gateway's identity, consistency and write modes.", []string{"gateway", "consistency", "write"}, nil)
+	descGwRequests = prometheus.NewDesc("pando_gateway_requests_total", "Requests served, by outcome: all, refused (a right missing) or unauthenticated.", []string{"outcome"}, nil)
+	descGwUsers    = prometheus.NewDesc("pando_gateway_users", "Users with a file system open at the gateway.", nil, nil)
+	descGwDirect   = prometheus.NewDesc("pando_gateway_direct_opens_total", "Opens read straight from the cache's data file.", nil, nil)
+	descGwRPCs     = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
+	descGwHits     = prometheus.NewDesc("pando_cache_hits_total", "Reads served from the users' caches.", nil, nil)
+	descGwMisses   = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
+	descGwFetched  = prometheus.NewDesc("pando_cache_fetched_bytes_total", "Bytes fetched from shares into the users' caches.", nil, nil)
+	descGwDisk     = prometheus.NewDesc("pando_cache_disk_bytes", "Bytes the users' caches hold on disk.", nil, nil)
+	descGwMemory   = prometheus.NewDesc("pando_cache_memory_bytes", "Bytes the users' caches hold in memory.", nil, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.g.Stats()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descGwInfo, 1, c.g.id.String(), c.g.cfg.VFS.Consistency.String(), c.g.cfg.VFS.Write.String())
+	counter(descGwRequests, float64(st.Requests), "all")
+	counter(descGwRequests, float64(st.Refused), "refused")
+	counter(descGwRequests, float64(st.Unauthenticated), "unauthenticated")
+	gauge(descGwUsers, float64(st.Users))
+	counter(descGwDirect, float64(st.Direct))
+	for op, n := range st.RPCs {
+		counter(descGwRPCs, float64(n), op)
+	}
+	counter(descGwHits, float64(st.Cache.Hits))
+	counter(descGwMisses, float64(st.Cache.Misses))
+	counter(descGwFetched, float64(st.Cache.BytesFetched))
+	gauge(descGwDisk, float64(st.Cache.DiskBytes))
+	gauge(descGwMemory, float64(st.Cache.MemoryBytes))
+}
+
+// ServeMetrics serves the gateway's metrics at http://addr/metrics until
+// ln is closed; it returns the listener.
+func (g *Gateway) ServeMetrics(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{g})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(ln)
+	return ln, nil
+}

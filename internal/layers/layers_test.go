@@ -1,0 +1,77 @@
+package layers
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "pando.dev/pando/"
+
+// rank orders the packages: a package imports only packages of a lower
+// rank, and utilities (rank -1), which import no ranked package.
+var rank = map[string]int{
+	"internal/dio": -1, "internal/fault": -1, "internal/procs": -1, "internal/pattern": -1, "internal/wan": -1,
+	"internal/testenv/snap": -1,
+	"internal/wire":         0, "internal/auth": 0, "internal/store": 0,
+	"internal/config": 1, "internal/rpc": 1, "internal/store/storetest": 1,
+	"internal/client": 2, "internal/cache": 2,
+	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
+	"internal/vfs":   4,
+	"internal/mount": 5, "internal/web": 5, // edges
+	"internal/agent": 6, "internal/gateway": 6, // each runs an edge over its vfs
+	"internal/cli": 7, "internal/testenv": 7, "internal/bench": 8,
+	"cmd/pando": 9, "internal/e2e": 9, "internal/layers": 9,
+}
+
+// edges may import, of the ranked packages, only these: the vfs, and
+// wire for the types of the vfs's API.
+var edges = map[string]bool{"internal/mount": true, "internal/web": true}
+
+// TestLayers fails when a package imports one above or beside it, when an
+// edge imports below the vfs, or when a package has no rank yet.
+func TestLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(f[0], mod)
+		if !ok {
+			continue
+		}
+		n++
+		r, known := rank[pkg]
+		if !known {
+			t.Errorf("%s has no rank in layers_test.go; give it one", pkg)
+			continue
+		}
+		for _, imp := range f[1:] {
+			dep, ok := strings.CutPrefix(imp, mod)
+			if !ok {
+				continue
+			}
+			dr, known := rank[dep]
+			switch {
+			case !known:
+				// reported as a package of its own
+			case dr == -1:
+				if r == -1 {
+					t.Errorf("utility %s imports %s", pkg, dep)
+				}
+			case r == -1:
+				t.Errorf("utility %s imports %s, a layer", pkg, dep)
+			case edges[pkg] && !slices.Contains([]string{"internal/vfs", "internal/wire"}, dep):
+				t.Errorf("edge %s imports %s, below the vfs; go through the vfs", pkg, dep)
+			case dr >= r:
+				t.Errorf("%s (rank %d) imports %s (rank %d), which is not below it", pkg, r, dep, dr)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("go list named %d packages of the module; the test reads its output wrong", n)
+	}
+}

@@ -1,0 +1,377 @@
+package web
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/vfs"
+)
+
+// S3 is the S3 front end of a gateway. Buckets are the names directly
+// below the domain (/<domain>/<bucket>, the domain's mounts); an object's
+// key is its path below its bucket. Requests are path-style
+// (https://gw/bucket/key) or, with a host suffix, virtual-host-style
+// (https://bucket.suffix/key), signed with SigV4 by an access key the
+// gateway maps to a user (pando serve s3-key).
+type S3 struct {
+	users      Users
+	keys       S3Keys
+	domain     string
+	hostSuffix string
+	spool      string
+	c          *Counters
+	log        *slog.Logger
+	now        func() time.Time
+
+	mu      sync.Mutex
+	uploads map[string]*upload
+}
+
+// Bounds of the S3 front end.
+const (
+	maxObject     = 5 << 30 // a PUT or a part, as S3's
+	maxParts      = 10000
+	maxUploads    = 100 // multipart uploads under way per user
+	maxListWalk   = 100_000
+	maxS3XML      = 1 << 20
+	uploadLife    = 24 * time.Hour
+	s3XMLNS       = "http://s3.amazonaws.com/doc/2006-03-01/"
+	s3MD5Xattr    = "user.s3.md5"
+	emptyMD5      = "d41d8cd98f00b204e9800998ecf8427e"
+	s3MaxKeyBytes = 1024
+)
+
+// NewS3 serves the buckets of domain to the users keys names; bodies
+// and parts of uploads are kept in spool (emptied now) until they are
+// checked and written.
+func NewS3(users Users, keys S3Keys, domain, hostSuffix, spool string, c *Counters, log *slog.Logger) (*S3, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.RemoveAll(spool); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return nil, err
+	}
+	return &S3{users: users, keys: keys, domain: domain, hostSuffix: strings.TrimPrefix(hostSuffix, "."), spool: spool,
+		c: c, log: log, now: time.Now, uploads: make(map[string]*upload)}, nil
+}
+
+// Serve serves on ln, over TLS with tc unless tc is nil.
+func (s *S3) Serve(ln net.Listener, tc *tls.Config) error { return serveHTTP(s, ln, tc, s.log) }
+
+func (s *S3) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *s3Error
+	if !errors.As(err, &e) {
+		e = vfsS3Error(err)
+	}
+	if e.Status == http.StatusForbidden {
+		s.c.Refused.Add(1)
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(e.Status)
+	if r.Method == http.MethodHead {
+		return
+	}
+	b, _ := xml.Marshal(struct {
+		XMLName  xml.Name `xml:"Error"`
+		Code     string
+		Message  string
+		Resource string
+	}{Code: e.Code, Message: e.Message, Resource: r.URL.Path})
+	io.WriteString(w, xml.Header)
+	w.Write(b)
+}
+
+// vfsS3Error is the S3 error of a vfs error.
+func vfsS3Error(err error) *s3Error {
+	msg := err.Error()
+	switch Errno(err) {
+	case syscall.ENOENT:
+		return &s3Error{http.StatusNotFound, "NoSuchKey", msg}
+	case syscall.EACCES, syscall.EPERM, syscall.EROFS:
+		return &s3Error{http.StatusForbidden, "AccessDenied", msg}
+	case syscall.ENOSPC, syscall.EDQUOT:
+		return &s3Error{http.StatusInsufficientStorage, "InsufficientStorage", msg}
+	case syscall.EHOSTUNREACH, syscall.ETIMEDOUT, syscall.EAGAIN, syscall.ENOBUFS:
+		return &s3Error{http.StatusServiceUnavailable, "ServiceUnavailable", msg}
+	case syscall.EEXIST, syscall.ENOTEMPTY, syscall.ENOTDIR, syscall.EISDIR:
+		return &s3Error{http.StatusConflict, "InvalidRequest", msg}
+	case syscall.ENAMETOOLONG:
+		return &s3Error{http.StatusBadRequest, "KeyTooLongError", msg}
+	}
+	return &s3Error{http.StatusInternalServerError, "InternalError", msg}
+}
+
+func writeXML(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/xml")
+	b, err := xml.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	io.WriteString(w, xml.Header)
+	w.Write(b)
+}
+
+// checkBucket checks a bucket's name: one name of the namespace.
+func checkBucket(b string) error {
+	if b == "" || b == "." || b == ".." || len(b) > 255 || strings.ContainsAny(b, "/\\\x00") {
+		return s3Errf(http.StatusBadRequest, "InvalidBucketName", "%.80q is not a bucket name", b)
+	}
+	return nil
+}
+
+// checkKey checks an object's key: a clean relative path, with a final /
+// for a directory.
+func checkKey(k string) error {
+	if len(k) > s3MaxKeyBytes {
+		return s3Errf(http.StatusBadRequest, "KeyTooLongError", "a key has at most %d bytes", s3MaxKeyBytes)
+	}
+	for _, name := range strings.Split(strings.TrimSuffix(k, "/"), "/") {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "\\\x00") {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "the key %.80q has an empty, . or .. name, a backslash or a NUL; such keys are not served", k)
+		}
+	}
+	return nil
+}
+
+// target splits a request into bucket and key.
+func (s *S3) target(r *http.Request) (bucket, key string, err error) {
+	p := r.URL.Path
+	if !strings.HasPrefix(p, "/") {
+		return "", "", s3Errf(http.StatusBadRequest, "InvalidURI", "the path must begin with /")
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if s.hostSuffix != "" && strings.HasSuffix(host, "."+s.hostSuffix) {
+		bucket, key = strings.TrimSuffix(host, "."+s.hostSuffix), p[1:]
+	} else {
+		bucket, key, _ = strings.Cut(p[1:], "/")
+	}
+	if bucket == "" {
+		if key != "" {
+			return "", "", s3Errf(http.StatusBadRequest, "InvalidBucketName", "no bucket named")
+		}
+		return "", "", nil
+	}
+	if err := checkBucket(bucket); err != nil {
+		return "", "", err
+	}
+	if key != "" {
+		if err := checkKey(key); err != nil {
+			return "", "", err
+		}
+	}
+	return bucket, key, nil
+}
+
+func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.c.Requests.Add(1)
+	user, payload, err := sigv4(r, s.keys, s.now())
+	if err != nil {
+		s.c.Unauthenticated.Add(1)
+		s.fail(w, r, err)
+		return
+	}
+	bucket, key, err := s.target(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v, err := s.users.Acquire(r.Context(), user)
+	if err != nil {
+		s.fail(w, r, s3Errf(http.StatusServiceUnavailable, "ServiceUnavailable", "%v", err))
+		return
+	}
+	defer s.users.Release(user)
+	q := r.URL.Query()
+	rq := &s3Req{s: s, w: w, r: r, v: v, user: user, bucket: bucket, key: key, payload: payload,
+		ctx: context.WithoutCancel(r.Context())}
+	switch {
+	case bucket == "" && r.Method == http.MethodGet:
+		err = rq.listBuckets()
+	case bucket == "":
+		err = s3Errf(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s of the service is not served", r.Method)
+	case key == "":
+		err = rq.bucketOp(q)
+	case q.Has("uploads") && r.Method == http.MethodPost:
+		err = rq.initiate()
+	case q.Has("uploadId"):
+		err = rq.uploadOp(q)
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		err = rq.get()
+	case r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
+		err = rq.copy()
+	case r.Method == http.MethodPut:
+		err = rq.put()
+	case r.Method == http.MethodDelete:
+		err = rq.delete()
+	default:
+		err = s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of an object is not served", r.Method)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+	}
+}
+
+// s3Req is one request being served.
+type s3Req struct {
+	s                          *S3
+	w                          http.ResponseWriter
+	r                          *http.Request
+	v                          *vfs.FS
+	ctx                        context.Context
+	user, bucket, key, payload string
+}
+
+// path is the global path of key in the request's bucket.
+func (q *s3Req) path(key string) string {
+	return strings.TrimSuffix(path.Join("/", q.s.domain, q.bucket, key), "/")
+}
+
+func (q *s3Req) bucketOp(vals map[string][]string) error {
+	has := func(k string) bool { _, ok := vals[k]; return ok }
+	a, err := q.v.GetAttr(q.ctx, q.path(""))
+	if err != nil || a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		if err == nil || Errno(err) == syscall.ENOENT {
+			return s3Errf(http.StatusNotFound, "NoSuchBucket", "no bucket %s: buckets are the names below /%s", q.bucket, q.s.domain)
+		}
+		return err
+	}
+	switch q.r.Method {
+	case http.MethodHead:
+		return nil
+	case http.MethodGet:
+		switch {
+		case has("location"):
+			writeXML(q.w, struct {
+				XMLName xml.Name `xml:"LocationConstraint"`
+				NS      string   `xml:"xmlns,attr"`
+			}{NS: s3XMLNS})
+			return nil
+		case has("uploads"):
+			writeXML(q.w, struct {
+				XMLName xml.Name `xml:"ListMultipartUploadsResult"`
+				NS      string   `xml:"xmlns,attr"`
+				Bucket  string
+			}{NS: s3XMLNS, Bucket: q.bucket})
+			return nil
+		case has("versioning"):
+			writeXML(q.w, struct {
+				XMLName xml.Name `xml:"VersioningConfiguration"`
+				NS      string   `xml:"xmlns,attr"`
+			}{NS: s3XMLNS})
+			return nil
+		case has("acl"), has("policy"), has("lifecycle"), has("cors"), has("tagging"), has("website"), has("logging"), has("encryption"):
+			return s3Errf(http.StatusNotImplemented, "NotImplemented", "bucket configuration is pando's ACLs and mounts (pando acl, pando ns)")
+		}
+		return q.list(vals)
+	case http.MethodPost:
+		if has("delete") {
+			return q.deleteObjects()
+		}
+	case http.MethodPut:
+		return s3Errf(http.StatusConflict, "BucketAlreadyOwnedByYou", "bucket %s exists; buckets are the domain's mounts, made with pando ns mount", q.bucket)
+	case http.MethodDelete:
+		return s3Errf(http.StatusConflict, "BucketNotEmpty", "buckets are the domain's mounts, removed with pando ns unmount")
+	}
+	return s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of a bucket is not served", q.r.Method)
+}
+
+// spooled is a request body kept in the spool, checked against the hash
+// the client signed and its Content-MD5.
+type spooled struct {
+	f    *os.File
+	size int64
+	md5  []byte
+}
+
+func (sp *spooled) Close() {
+	sp.f.Close()
+	os.Remove(sp.f.Name())
+}
+
+// spool reads the body into the spool directory, whole and checked,
+// before anything is written through the vfs.
+func (q *s3Req) spool(dst string) (*spooled, error) {
+	var body io.Reader = q.r.Body
+	switch q.payload {
+	case streamingUnsignedTrailer:
+		body = newChunkedReader(q.r.Body)
+	case "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER", "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD":
+		return nil, s3Errf(http.StatusNotImplemented, "NotImplemented", "signed chunked bodies are not served; send the body's SHA-256 or UNSIGNED-PAYLOAD over TLS")
+	}
+	var f *os.File
+	var err error
+	if dst == "" {
+		f, err = os.CreateTemp(q.s.spool, "put-")
+	} else {
+		f, err = os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sp := &spooled{f: f}
+	hs, hm := sha256.New(), md5.New()
+	n, err := io.Copy(io.MultiWriter(f, hs, hm), io.LimitReader(body, maxObject+1))
+	if err != nil {
+		sp.Close()
+		return nil, s3Errf(http.StatusBadRequest, "IncompleteBody", "the body could not be read: %v", err)
+	}
+	if n > maxObject {
+		sp.Close()
+		return nil, s3Errf(http.StatusBadRequest, "EntityTooLarge", "an object or part has at most %d bytes; send larger ones in a multipart upload", int64(maxObject))
+	}
+	sp.size, sp.md5 = n, hm.Sum(nil)
+	if len(q.payload) == 64 && !strings.EqualFold(q.payload, hex.EncodeToString(hs.Sum(nil))) {
+		sp.Close()
+		return nil, s3Errf(http.StatusBadRequest, "XAmzContentSHA256Mismatch", "the body's SHA-256 is not the one signed")
+	}
+	if cm := q.r.Header.Get("Content-Md5"); cm != "" && cm != base64.StdEncoding.EncodeToString(sp.md5) {
+		sp.Close()
+		return nil, s3Errf(http.StatusBadRequest, "BadDigest", "the body's MD5 is not the Content-MD5 given")
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		sp.Close()
+		return nil, err
+	}
+	return sp, nil
+}
+
+// readXML reads a small XML body (signed like any other) into v.
+func (q *s3Req) readXML(v any) error {
+	sp, err := q.spool("")
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	if sp.size > maxS3XML {
+		return s3Errf(http.StatusBadRequest, "MalformedXML", "the XML body is longer than %d bytes", maxS3XML)
+	}
+	if err := xml.NewDecoder(sp.f).Decode(v); err != nil {
+		return s3Errf(http.StatusBadRequest, "MalformedXML", "the XML body is malformed: %v", err)
+	}
+	return nil
+}
+
+func s3Time(ns int64) string { return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000Z") }

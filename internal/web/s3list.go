@@ -1,0 +1,233 @@
+package web
+
+import (
+	"encoding/base64"
+	"encoding/xml"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// s3Item is an object or a common prefix of a listing.
+type s3Item struct {
+	key    string
+	prefix bool
+	size   int64
+	mtime  int64
+	etag   string
+}
+
+func (q *s3Req) listBuckets() error {
+	ents, err := q.v.ReadDir(q.ctx, "/"+q.s.domain)
+	if err != nil {
+		return err
+	}
+	type bucket struct{ Name, CreationDate string }
+	var res struct {
+		XMLName xml.Name `xml:"ListAllMyBucketsResult"`
+		NS      string   `xml:"xmlns,attr"`
+		Owner   struct{ ID, DisplayName string }
+		Buckets []bucket `xml:"Buckets>Bucket"`
+	}
+	res.NS, res.Owner.ID, res.Owner.DisplayName = s3XMLNS, q.user, q.user
+	for _, e := range ents {
+		if e.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.Name != "." && e.Name != ".." {
+			res.Buckets = append(res.Buckets, bucket{e.Name, s3Time(e.Attr.Mtime)})
+		}
+	}
+	writeXML(q.w, res)
+	return nil
+}
+
+// collect lists the keys below the bucket that begin with prefix, in
+// order; with delimiter "/" it does not descend into the directories
+// that become common prefixes.
+func (q *s3Req) collect(prefix, delimiter string) ([]s3Item, error) {
+	var out []s3Item
+	walked := 0
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		ents, err := q.v.ReadDir(q.ctx, q.path(dir))
+		if err != nil {
+			return err
+		}
+		if walked += len(ents); walked > maxListWalk {
+			return s3Errf(http.StatusNotImplemented, "NotImplemented", "a listing walks at most %d names; list with a longer prefix or the delimiter /", maxListWalk)
+		}
+		for _, e := range ents {
+			if e.Name == "." || e.Name == ".." {
+				continue
+			}
+			k := dir + e.Name
+			switch e.Attr.Mode & syscall.S_IFMT {
+			case syscall.S_IFDIR:
+				kd := k + "/"
+				switch {
+				case strings.HasPrefix(kd, prefix) && delimiter == "/":
+					out = append(out, s3Item{key: kd, prefix: true})
+				case strings.HasPrefix(kd, prefix) || strings.HasPrefix(prefix, kd):
+					n := len(out)
+					if err := walk(kd); err != nil {
+						return err
+					}
+					if len(out) == n && strings.HasPrefix(kd, prefix) {
+						out = append(out, s3Item{key: kd, mtime: e.Attr.Mtime, etag: `"` + emptyMD5 + `"`}) // an empty directory
+					}
+				}
+			case syscall.S_IFREG:
+				if strings.HasPrefix(k, prefix) {
+					out = append(out, s3Item{key: k, size: e.Attr.Size, mtime: e.Attr.Mtime, etag: q.etag(q.path(k), e.Attr)})
+				}
+			}
+		}
+		return nil
+	}
+	start := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = prefix[:i+1]
+		if checkKey(start) != nil {
+			return nil, nil
+		}
+		a, err := q.v.GetAttr(q.ctx, q.path(start))
+		if err != nil || a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return nil, nil // nothing has that prefix
+		}
+	}
+	if err := walk(start); err != nil {
+		return nil, err
+	}
+	// Other delimiters, and "/" in a prefix below, group here.
+	if delimiter != "" {
+		seen := map[string]bool{}
+		grouped := out[:0]
+		for _, it := range out {
+			if i := strings.Index(it.key[len(prefix):], delimiter); i >= 0 {
+				cp := it.key[:len(prefix)+i+len(delimiter)]
+				if !seen[cp] {
+					seen[cp] = true
+					grouped = append(grouped, s3Item{key: cp, prefix: true})
+				}
+				continue
+			}
+			grouped = append(grouped, it)
+		}
+		out = grouped
+	}
+	slices.SortFunc(out, func(a, b s3Item) int { return strings.Compare(a.key, b.key) })
+	return out, nil
+}
+
+type s3Object struct {
+	Key          string
+	LastModified string
+	ETag         string
+	Size         int64
+	StorageClass string
+}
+
+type s3Prefix struct{ Prefix string }
+
+func (q *s3Req) list(vals url.Values) error {
+	v2 := vals.Get("list-type") == "2"
+	prefix, delimiter := vals.Get("prefix"), vals.Get("delimiter")
+	enc := vals.Get("encoding-type")
+	if enc != "" && enc != "url" {
+		return s3Errf(http.StatusBadRequest, "InvalidArgument", "encoding-type must be url")
+	}
+	max := 1000
+	if m := vals.Get("max-keys"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 0 {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "max-keys must be a number of 0 or more")
+		}
+		max = min(n, 1000)
+	}
+	after := vals.Get("marker")
+	token := vals.Get("continuation-token")
+	if v2 {
+		after = vals.Get("start-after")
+		if token != "" {
+			b, err := base64.RawURLEncoding.DecodeString(token)
+			if err != nil {
+				return s3Errf(http.StatusBadRequest, "InvalidArgument", "the continuation token is not one this gateway gave")
+			}
+			after = max2(after, string(b))
+		}
+	}
+	items, err := q.collect(prefix, delimiter)
+	if err != nil {
+		return err
+	}
+	i, _ := slices.BinarySearchFunc(items, after, func(it s3Item, k string) int { return strings.Compare(it.key, k) })
+	for i < len(items) && items[i].key <= after {
+		i++
+	}
+	items = items[i:]
+	truncated := len(items) > max
+	if truncated {
+		items = items[:max]
+	}
+	esc := func(s string) string {
+		if enc == "url" {
+			return awsEscape(s, true)
+		}
+		return s
+	}
+	var objs []s3Object
+	var cps []s3Prefix
+	for _, it := range items {
+		if it.prefix {
+			cps = append(cps, s3Prefix{esc(it.key)})
+		} else {
+			objs = append(objs, s3Object{Key: esc(it.key), LastModified: s3Time(it.mtime), ETag: it.etag, Size: it.size, StorageClass: "STANDARD"})
+		}
+	}
+	last := ""
+	if truncated && len(items) > 0 {
+		last = items[len(items)-1].key
+	}
+	res := struct {
+		XMLName               xml.Name `xml:"ListBucketResult"`
+		NS                    string   `xml:"xmlns,attr"`
+		Name                  string
+		Prefix                string
+		Delimiter             string `xml:",omitempty"`
+		MaxKeys               int
+		EncodingType          string `xml:",omitempty"`
+		IsTruncated           bool
+		Marker                *string    `xml:",omitempty"`
+		NextMarker            string     `xml:",omitempty"`
+		KeyCount              *int       `xml:",omitempty"`
+		ContinuationToken     string     `xml:",omitempty"`
+		NextContinuationToken string     `xml:",omitempty"`
+		StartAfter            string     `xml:",omitempty"`
+		Contents              []s3Object `xml:"Contents"`
+		CommonPrefixes        []s3Prefix `xml:"CommonPrefixes"`
+	}{NS: s3XMLNS, Name: q.bucket, Prefix: esc(prefix), Delimiter: esc(delimiter), MaxKeys: max, EncodingType: enc,
+		IsTruncated: truncated, Contents: objs, CommonPrefixes: cps}
+	if v2 {
+		n := len(items)
+		res.KeyCount, res.ContinuationToken, res.StartAfter = &n, token, esc(vals.Get("start-after"))
+		if last != "" {
+			res.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(last))
+		}
+	} else {
+		m := esc(after)
+		res.Marker = &m
+		if last != "" {
+			res.NextMarker = esc(last)
+		}
+	}
+	writeXML(q.w, res)
+	return nil
+}
+
+func max2(a, b string) string {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,457 @@
+package web
+
+import (
+	"bufio"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"pando.dev/pando/internal/wire"
+)
+
+// An object's ETag is the MD5 of its content when the gateway wrote it
+// and it has not changed since (kept in user.s3.md5 with the size and
+// modification time it was for), else the version ETag of the HTTP
+// gateway.
+func (q *s3Req) etag(p string, a wire.Attr) string {
+	if b, err := q.v.GetXattr(q.ctx, p, s3MD5Xattr); err == nil {
+		if f := strings.Split(string(b), ":"); len(f) == 3 && f[0] == strconv.FormatInt(a.Mtime, 10) && f[1] == strconv.FormatInt(a.Size, 10) {
+			return `"` + f[2] + `"`
+		}
+	}
+	return ETag(a)
+}
+
+func (q *s3Req) setMD5(p, sum string) {
+	if a, err := q.v.GetAttr(q.ctx, p); err == nil {
+		val := strconv.FormatInt(a.Mtime, 10) + ":" + strconv.FormatInt(a.Size, 10) + ":" + sum
+		if err := q.v.SetXattr(q.ctx, p, s3MD5Xattr, []byte(val), 0); err != nil {
+			q.s.log.Debug("the MD5 of an object could not be kept", "path", p, "err", err)
+		}
+	}
+}
+
+func (q *s3Req) get() error {
+	p := q.path(q.key)
+	f, err := OpenFile(q.ctx, q.v, p, syscall.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	a := f.Attr()
+	if f.h == nil {
+		if !strings.HasSuffix(q.key, "/") {
+			return s3Errf(http.StatusNotFound, "NoSuchKey", "%s is a directory; list it with the prefix %s/", q.key, q.key)
+		}
+		q.w.Header().Set("ETag", `"`+emptyMD5+`"`)
+		q.w.Header().Set("Content-Length", "0")
+		q.w.Header().Set("Last-Modified", time.Unix(0, a.Mtime).UTC().Format(http.TimeFormat))
+		return nil
+	}
+	if f.back != nil {
+		q.s.c.Direct.Add(1)
+	}
+	q.w.Header().Set("ETag", q.etag(p, a))
+	q.w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(q.w, q.r, path.Base(p), time.Unix(0, a.Mtime), f)
+	return nil
+}
+
+// mkdirs makes the directories of the bucket down to dir.
+func (q *s3Req) mkdirs(dir string) error {
+	root := q.path("")
+	rel := strings.TrimPrefix(dir, root)
+	cur := root
+	for _, name := range strings.Split(strings.Trim(rel, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		cur += "/" + name
+		a, err := q.v.GetAttr(q.ctx, cur)
+		if err == nil {
+			if a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+				return s3Errf(http.StatusConflict, "InvalidRequest", "%s is an object, so no key may go below it", strings.TrimPrefix(cur, root+"/"))
+			}
+			continue
+		}
+		if Errno(err) != syscall.ENOENT {
+			return err
+		}
+		if _, err := q.v.Mkdir(q.ctx, cur, 0o755); err != nil && Errno(err) != syscall.EEXIST {
+			return err
+		}
+	}
+	return nil
+}
+
+// write writes the readers' bytes as the object at p, and answers its
+// ETag (sum) once the share has it.
+func (q *s3Req) write(p, sum string, parts ...io.Reader) error {
+	if err := q.mkdirs(path.Dir(p)); err != nil {
+		return err
+	}
+	f, err := OpenFile(q.ctx, q.v, p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	for _, r := range parts {
+		if _, err = io.Copy(f, r); err != nil {
+			break
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if sum != "" {
+		q.setMD5(p, sum)
+		q.w.Header().Set("ETag", `"`+sum+`"`)
+	}
+	return nil
+}
+
+func (q *s3Req) put() error {
+	sp, err := q.spool("")
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	p := q.path(q.key)
+	if strings.HasSuffix(q.key, "/") {
+		if sp.size != 0 {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "a key ending in / is a directory and takes no content")
+		}
+		if err := q.mkdirs(p); err != nil {
+			return err
+		}
+		q.w.Header().Set("ETag", `"`+emptyMD5+`"`)
+		return nil
+	}
+	return q.write(p, hex.EncodeToString(sp.md5), sp.f)
+}
+
+func (q *s3Req) copy() error {
+	src := q.r.Header.Get("X-Amz-Copy-Source")
+	if u, err := url.PathUnescape(src); err == nil {
+		src = u
+	}
+	src, _, _ = strings.Cut(src, "?")
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(src, "/"), "/")
+	if err := checkBucket(bucket); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil || strings.HasSuffix(key, "/") {
+		return s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q names no object", src)
+	}
+	sp := path.Join("/", q.s.domain, bucket, key)
+	f, err := OpenFile(q.ctx, q.v, sp, syscall.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if f.h == nil {
+		return s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q is a directory", src)
+	}
+	h := md5.New()
+	if err := q.write(q.path(q.key), "", io.TeeReader(f, h)); err != nil {
+		return err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	q.setMD5(q.path(q.key), sum)
+	a, _ := q.v.GetAttr(q.ctx, q.path(q.key))
+	writeXML(q.w, struct {
+		XMLName      xml.Name `xml:"CopyObjectResult"`
+		NS           string   `xml:"xmlns,attr"`
+		LastModified string
+		ETag         string
+	}{NS: s3XMLNS, LastModified: s3Time(a.Mtime), ETag: `"` + sum + `"`})
+	return nil
+}
+
+// remove removes the object (or empty directory) at key; a missing one
+// is no error, as in S3.
+func (q *s3Req) remove(key string) error {
+	p := q.path(key)
+	a, err := q.v.GetAttr(q.ctx, p)
+	switch {
+	case Errno(err) == syscall.ENOENT:
+		return nil
+	case err != nil:
+		return err
+	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
+		return q.v.Rmdir(q.ctx, p)
+	}
+	return q.v.Unlink(q.ctx, p)
+}
+
+func (q *s3Req) delete() error {
+	if err := q.remove(q.key); err != nil {
+		return err
+	}
+	q.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (q *s3Req) deleteObjects() error {
+	var req struct {
+		Quiet   bool
+		Objects []struct{ Key string } `xml:"Object"`
+	}
+	if err := q.readXML(&req); err != nil {
+		return err
+	}
+	if len(req.Objects) > 1000 {
+		return s3Errf(http.StatusBadRequest, "MalformedXML", "at most 1000 objects are deleted at once")
+	}
+	type deleted struct{ Key string }
+	type failed struct{ Key, Code, Message string }
+	var res struct {
+		XMLName xml.Name  `xml:"DeleteResult"`
+		NS      string    `xml:"xmlns,attr"`
+		Deleted []deleted `xml:"Deleted"`
+		Error   []failed  `xml:"Error"`
+	}
+	res.NS = s3XMLNS
+	for _, o := range req.Objects {
+		err := checkKey(o.Key)
+		if err == nil {
+			err = q.remove(o.Key)
+		}
+		if err != nil {
+			e, ok := err.(*s3Error)
+			if !ok {
+				e = vfsS3Error(err)
+			}
+			res.Error = append(res.Error, failed{o.Key, e.Code, e.Message})
+		} else if !req.Quiet {
+			res.Deleted = append(res.Deleted, deleted{o.Key})
+		}
+	}
+	writeXML(q.w, res)
+	return nil
+}
+
+// upload is a multipart upload under way: its parts wait in the spool.
+type upload struct {
+	user, bucket, key, dir string
+	parts                  map[int][]byte // part number -> MD5
+	started                time.Time
+}
+
+func (q *s3Req) initiate() error {
+	s := q.s
+	var idb [16]byte
+	rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
+	s.mu.Lock()
+	n := 0
+	for uid, u := range s.uploads {
+		if time.Since(u.started) > uploadLife {
+			os.RemoveAll(u.dir)
+			delete(s.uploads, uid)
+		} else if u.user == q.user {
+			n++
+		}
+	}
+	if n >= maxUploads {
+		s.mu.Unlock()
+		return s3Errf(http.StatusServiceUnavailable, "SlowDown", "%s has %d multipart uploads under way, the limit; complete or abort some", q.user, n)
+	}
+	u := &upload{user: q.user, bucket: q.bucket, key: q.key, dir: filepath.Join(s.spool, id), parts: map[int][]byte{}, started: time.Now()}
+	s.uploads[id] = u
+	s.mu.Unlock()
+	if err := os.Mkdir(u.dir, 0o700); err != nil {
+		return err
+	}
+	writeXML(q.w, struct {
+		XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+		NS       string   `xml:"xmlns,attr"`
+		Bucket   string
+		Key      string
+		UploadId string
+	}{NS: s3XMLNS, Bucket: q.bucket, Key: q.key, UploadId: id})
+	return nil
+}
+
+func (q *s3Req) uploadOp(vals url.Values) error {
+	id := vals.Get("uploadId")
+	s := q.s
+	s.mu.Lock()
+	u := s.uploads[id]
+	s.mu.Unlock()
+	if u == nil || u.user != q.user || u.bucket != q.bucket || u.key != q.key {
+		return s3Errf(http.StatusNotFound, "NoSuchUpload", "no upload %.40q of this key is under way", id)
+	}
+	switch q.r.Method {
+	case http.MethodPut:
+		n, err := strconv.Atoi(vals.Get("partNumber"))
+		if err != nil || n < 1 || n > maxParts {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "partNumber must be 1 to %d", maxParts)
+		}
+		sp, err := q.spool(filepath.Join(u.dir, fmt.Sprintf("part-%05d", n)))
+		if err != nil {
+			return err
+		}
+		sp.f.Close() // kept until the upload ends
+		s.mu.Lock()
+		u.parts[n] = sp.md5
+		s.mu.Unlock()
+		q.w.Header().Set("ETag", `"`+hex.EncodeToString(sp.md5)+`"`)
+		return nil
+	case http.MethodDelete:
+		s.mu.Lock()
+		delete(s.uploads, id)
+		s.mu.Unlock()
+		os.RemoveAll(u.dir)
+		q.w.WriteHeader(http.StatusNoContent)
+		return nil
+	case http.MethodPost:
+		return q.complete(id, u)
+	}
+	return s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of an upload is not served", q.r.Method)
+}
+
+func (q *s3Req) complete(id string, u *upload) error {
+	var req struct {
+		Parts []struct {
+			PartNumber int
+			ETag       string
+		} `xml:"Part"`
+	}
+	if err := q.readXML(&req); err != nil {
+		return err
+	}
+	if len(req.Parts) == 0 {
+		return s3Errf(http.StatusBadRequest, "MalformedXML", "no parts named")
+	}
+	q.s.mu.Lock()
+	var readers []io.Reader
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	all := md5.New()
+	prev := 0
+	var bad error
+	for _, p := range req.Parts {
+		sum, ok := u.parts[p.PartNumber]
+		switch {
+		case p.PartNumber <= prev:
+			bad = s3Errf(http.StatusBadRequest, "InvalidPartOrder", "parts must be named in ascending order")
+		case !ok || strings.Trim(p.ETag, `"`) != hex.EncodeToString(sum):
+			bad = s3Errf(http.StatusBadRequest, "InvalidPart", "part %d was not uploaded with that ETag", p.PartNumber)
+		}
+		if bad != nil {
+			break
+		}
+		prev = p.PartNumber
+		all.Write(sum)
+		f, err := os.Open(filepath.Join(u.dir, fmt.Sprintf("part-%05d", p.PartNumber)))
+		if err != nil {
+			bad = err
+			break
+		}
+		files = append(files, f)
+		readers = append(readers, bufio.NewReaderSize(f, 1<<20))
+	}
+	q.s.mu.Unlock()
+	if bad != nil {
+		return bad
+	}
+	sum := fmt.Sprintf("%s-%d", hex.EncodeToString(all.Sum(nil)), len(req.Parts))
+	if err := q.write(q.path(q.key), sum, readers...); err != nil {
+		return err
+	}
+	q.s.mu.Lock()
+	delete(q.s.uploads, id)
+	q.s.mu.Unlock()
+	os.RemoveAll(u.dir)
+	writeXML(q.w, struct {
+		XMLName xml.Name `xml:"CompleteMultipartUploadResult"`
+		NS      string   `xml:"xmlns,attr"`
+		Bucket  string
+		Key     string
+		ETag    string
+	}{NS: s3XMLNS, Bucket: q.bucket, Key: q.key, ETag: `"` + sum + `"`})
+	return nil
+}
+
+// chunkedReader decodes an aws-chunked body without chunk signatures
+// (STREAMING-UNSIGNED-PAYLOAD-TRAILER): size in hex, CRLF, data, CRLF,
+// ..., a chunk of size 0, then trailer lines and an empty line.
+type chunkedReader struct {
+	r    *bufio.Reader
+	left int64
+	done bool
+}
+
+func newChunkedReader(r io.Reader) *chunkedReader { return &chunkedReader{r: bufio.NewReader(r)} }
+
+func (c *chunkedReader) line() (string, error) {
+	l, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if len(l) > 4096 {
+		return "", fmt.Errorf("an aws-chunked line is too long")
+	}
+	return strings.TrimRight(l, "\r\n"), nil
+}
+
+func (c *chunkedReader) Read(p []byte) (int, error) {
+	for c.left == 0 {
+		if c.done {
+			return 0, io.EOF
+		}
+		l, err := c.line()
+		if err != nil {
+			return 0, err
+		}
+		size, _, _ := strings.Cut(l, ";")
+		n, err := strconv.ParseInt(size, 16, 64)
+		if err != nil || n < 0 || n > maxObject {
+			return 0, fmt.Errorf("malformed aws-chunked size %.20q", l)
+		}
+		if n == 0 {
+			for { // trailers, up to an empty line
+				t, err := c.line()
+				if err != nil {
+					return 0, err
+				}
+				if t == "" {
+					break
+				}
+			}
+			c.done = true
+			return 0, io.EOF
+		}
+		c.left = n
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := io.ReadFull(c.r, p)
+	c.left -= int64(n)
+	if err == nil && c.left == 0 {
+		if l, lerr := c.line(); lerr != nil || l != "" {
+			return n, fmt.Errorf("malformed aws-chunked body")
+		}
+	}
+	return n, err
+}
