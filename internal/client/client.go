@@ -65,6 +65,7 @@ type Client struct {
 	mounts     []wire.MountEntry
 	mountsAt   time.Time
 	mountsGen  uint64             // counts drops of the table (forgetMounts)
+	mountsLive atomic.Int64       // when the controller last streamed the table (followMounts), unix ns; 0: not streaming
 	mountsDone chan struct{}      // a read of the table under way (refreshMounts)
 	mountsFrom time.Time          // when it began
 	targets    map[string]*target // by mount prefix
@@ -142,6 +143,7 @@ func New(cfg *config.Config, opts Options) (*Client, error) {
 	}
 	if opts.KeepFresh {
 		go c.keepFresh()
+		go c.followMounts()
 	}
 	return c, nil
 }
@@ -268,7 +270,7 @@ func (c *Client) MountTable(ctx context.Context) ([]wire.MountEntry, error) {
 	if m == nil {
 		return c.readMounts(ctx)
 	}
-	if time.Since(at) < c.opts.MountTTL || !c.mayTry() {
+	if time.Since(at) < c.opts.MountTTL || c.mountsStreamed() || !c.mayTry() {
 		return m, nil
 	}
 	done, began := c.refreshMounts()

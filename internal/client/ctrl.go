@@ -384,3 +384,73 @@ func (c *Client) learnControllers(live []string) {
 	c.addrs = addrs
 	h.addr = max(0, slices.Index(addrs, cur))
 }
+
+// followMounts keeps the mount table up to date from the controller's
+// stream of it (mount-watch), until the client closes: while the stream
+// runs (the controller sends the table at each change and at least every
+// 5 s), the table held is the current one and is not read again after
+// MountTTL; a change made through any controller reaches this client at
+// once. A stream silent for longer than liveFor counts as stopped. A stream that ends is started again, after 1 s and then with
+// back-off to 10 s while no controller answers; meanwhile the table is
+// read after MountTTL as before.
+func (c *Client) followMounts() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-c.done
+		cancel()
+	}()
+	delay := time.Second
+	for ctx.Err() == nil {
+		err := c.ControllerWatch(ctx, wire.OpMountWatch, wire.Empty{}, func(meta []byte) error {
+			var resp wire.MountListResp
+			if err := wire.Unmarshal(meta, &resp); err != nil {
+				return err
+			}
+			c.learnControllers(resp.Controllers)
+			c.setMounts(resp.Entries)
+			c.mountsLive.Store(time.Now().UnixNano())
+			delay = time.Second
+			return nil
+		})
+		c.mountsLive.Store(0)
+		if ctx.Err() != nil {
+			return
+		}
+		if wire.CodeOf(err) == wire.CodeUnknownOp {
+			return // a controller from before mount-watch: the table is read after MountTTL
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// setMounts takes a mount table from the controller's stream. A table that
+// differs from the one held drops the tokens held (a prefix may now be
+// another share's, or gone).
+func (c *Client) setMounts(entries []wire.MountEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Equal(c.mounts, entries) {
+		c.mountsGen++
+		c.targets = make(map[string]*target)
+	}
+	if entries == nil {
+		entries = []wire.MountEntry{}
+	}
+	c.mounts, c.mountsAt = entries, time.Now()
+}
+
+// liveFor is how long after the controller last sent the mount table the
+// stream counts as running (it sends one at least every 5 s).
+const liveFor = 7 * time.Second
+
+// mountsStreamed reports whether the table held came from a running
+// mount-watch stream.
+func (c *Client) mountsStreamed() bool {
+	at := c.mountsLive.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < liveFor
+}

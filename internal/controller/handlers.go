@@ -50,6 +50,8 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.aclSet(ctx, p, req)
 	case wire.OpWatch:
 		return c.watch(ctx, p, req)
+	case wire.OpMountWatch:
+		return c.mountWatch(ctx, req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
 }

@@ -57,9 +57,10 @@ type Controller struct {
 	closeOnce sync.Once
 	closeErr  error // what Close returned
 
-	mu       sync.Mutex
-	watchers map[*watcher]struct{}
-	online   map[string]int // share name -> watch connections
+	mu            sync.Mutex
+	watchers      map[*watcher]struct{}
+	mountWatchers map[chan struct{}]struct{}
+	online        map[string]int // share name -> watch connections
 }
 
 type watcher struct {
@@ -108,7 +109,7 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 		addr = cfg.Advertise
 	}
 	c := &Controller{cfg: cfg, st: st, keys: k, log: cfg.Log, addr: addr,
-		watchers: make(map[*watcher]struct{}), online: make(map[string]int)}
+		watchers: make(map[*watcher]struct{}), mountWatchers: make(map[chan struct{}]struct{}), online: make(map[string]int)}
 	cert, err := c.serverCert(ln.Addr().String())
 	if err != nil {
 		ln.Close()
@@ -125,6 +126,7 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop, c.done = stop, make(chan struct{})
 	c.followRevocations(bg)
+	c.followMounts(bg)
 	c.beats = c.beat(bg)
 	go func() {
 		if err := c.rpc.Serve(c.ln); err != nil {

@@ -302,3 +302,71 @@ func (c *Controller) health(ctx context.Context) (wire.StatusResp, error) {
 	out.Shares = shares
 	return out, nil
 }
+
+// mountWatch streams the mount table to a client (agents and gateways
+// follow it): the table now, then the whole table again after each
+// change, which followMounts learns from the store's watch, whichever
+// controller made it. It ends with the connection; a client that falls
+// behind is dropped and watches again.
+func (c *Controller) mountWatch(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+	ch := make(chan struct{}, 1)
+	c.mu.Lock()
+	c.mountWatchers[ch] = struct{}{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.mountWatchers, ch)
+		c.mu.Unlock()
+	}()
+	for {
+		m, err := loadMounts(ctx, c.st)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		if err := req.Notify(wire.MountListResp{Domain: c.keys.domain, Entries: m, Controllers: c.Controllers(ctx)}); err != nil {
+			return rpc.Reply{}, err
+		}
+		// The table again after each change, and at least every
+		// heartbeat: a client that hears nothing for longer knows the
+		// stream is stuck (a frozen controller) and reads the table itself.
+		select {
+		case <-ctx.Done():
+			return rpc.Reply{}, nil
+		case <-ch:
+		case <-time.After(heartbeat):
+		}
+	}
+}
+
+// followMounts tells every mount watcher of this controller that the
+// mount table changed, on each change the store's watch reports.
+func (c *Controller) followMounts(ctx context.Context) {
+	ch := c.st.Watch(ctx, pfxMount)
+	go func() {
+		for {
+			for range ch {
+				c.pingMountWatchers()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			// A change may have come while no watch ran: everyone reads
+			// the table anew.
+			ch = c.st.Watch(ctx, pfxMount)
+			c.pingMountWatchers()
+		}
+	}()
+}
+
+func (c *Controller) pingMountWatchers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.mountWatchers {
+		select {
+		case w <- struct{}{}:
+		default: // already told; it reads the table anew
+		}
+	}
+}

@@ -66,6 +66,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpWatch:         {func() any { return &Empty{} }, func() any { return &Revocation{} }},
 	OpWhoAmI:        {func() any { return &Empty{} }, func() any { return &WhoAmIResp{} }},
 	OpStatus:        {func() any { return &Empty{} }, func() any { return &StatusResp{} }},
+	OpMountWatch:    {func() any { return &Empty{} }, func() any { return &MountListResp{} }},
 }
 
 func TestEveryOpIsFuzzed(t *testing.T) {

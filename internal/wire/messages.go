@@ -89,6 +89,7 @@ const (
 	OpWatch         Op = 111 // Empty -> stream of Notify(Revocation), shares only
 	OpWhoAmI        Op = 112 // Empty -> WhoAmIResp
 	OpStatus        Op = 113 // Empty -> StatusResp, administrators only
+	OpMountWatch    Op = 114 // Empty -> stream of Notify(MountListResp): the table now, then each new one
 )
 
 var opNames = map[Op]string{
@@ -101,7 +102,7 @@ var opNames = map[Op]string{
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
-	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status",
+	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status", OpMountWatch: "mount-watch",
 }
 
 func (o Op) String() string {
