@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The bigdir scenario: `ls -f` (names only) and `ls -l` (a stat of every
+// entry) of directories of 10,000, 100,000 and 1,000,000 entries through
+// the mount, beside the same commands on the share's local directory,
+// with the resident memory of the agent and of the share after each. The
+// agent and the share run as processes of their own, so that each one's
+// RSS is its own.
+func runBigdir(ctx context.Context, o Options) ([]Row, error) {
+	sizes := []int{10_000, 100_000, 1_000_000}
+	if o.Quick {
+		sizes = []int{2_000, 10_000}
+	}
+	e, err := NewEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	root, sp, err := startShareProc(ctx, e, "data")
+	if err != nil {
+		return nil, err
+	}
+	ap, mnt, err := startAgentProc(e)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	for _, n := range sizes {
+		name := fmt.Sprintf("big-%d", n)
+		local := filepath.Join(root, name)
+		o.say("bigdir: making %d entries", n)
+		if err := makeEntries(local, n); err != nil {
+			return rows, err
+		}
+		remote := filepath.Join(mnt, e.Domain, "data", name)
+		c := fmt.Sprintf("%d entries", n)
+		for _, flag := range []string{"-f", "-l"} {
+			o.say("bigdir: ls %s of %d entries", flag, n)
+			dm, err := timeLs(flag, remote, n)
+			if err != nil {
+				return rows, fmt.Errorf("through the mount: %w", err)
+			}
+			dl, err := timeLs(flag, local, n)
+			if err != nil {
+				return rows, fmt.Errorf("on the share's directory: %w", err)
+			}
+			rows = append(rows,
+				Row{Scenario: "bigdir", Case: c, Metric: "ls " + flag, Value: ms(dm), Unit: "ms", Ref: "local directory", RefValue: ms(dl)},
+				Row{Scenario: "bigdir", Case: c, Metric: "agent RSS after ls " + flag, Value: rssMiB(ap.Pid), Unit: "MiB"},
+				Row{Scenario: "bigdir", Case: c, Metric: "share RSS after ls " + flag, Value: rssMiB(sp.cmd.Process.Pid), Unit: "MiB"})
+		}
+	}
+	return rows, nil
+}
+
+// makeEntries makes n empty files of 40-character names in a new dir.
+func makeEntries(dir string, n int) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	pad := strings.Repeat("x", 26)
+	for i := 0; i < n; i++ {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("entry-%07d-%s", i, pad)))
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// timeLs runs ls with flag on dir and checks that it lists n entries.
+func timeLs(flag, dir string, n int) (time.Duration, error) {
+	cmd := exec.Command("ls", flag, dir)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	t0 := time.Now()
+	err := cmd.Run()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("ls %s %s: %w: %s", flag, dir, err, strings.TrimSpace(stderr.String()))
+	}
+	lines := 0
+	for _, l := range bytes.Split(out.Bytes(), []byte("\n")) {
+		// ls -f lists . and .. where the directory gives them; ls -l has a total
+		if len(l) > 0 && string(l) != "." && string(l) != ".." && !bytes.HasPrefix(l, []byte("total ")) {
+			lines++
+		}
+	}
+	if lines != n {
+		return 0, fmt.Errorf("ls %s %s listed %d entries, not %d", flag, dir, lines, n)
+	}
+	return d, nil
+}
+
+// rssMiB is the resident set of process pid, in MiB (0 if unknown).
+func rssMiB(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	kb, _ := strconv.ParseFloat(string(m[1]), 64)
+	return kb / 1024
+}
+
+// startAgentProc runs `pando mount` as a process of its own and returns
+// it and its mount point; Env.Close stops it (SIGTERM: it unmounts).
+func startAgentProc(e *Env) (*os.Process, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := os.MkdirTemp(e.Dir, "agent-")
+	if err != nil {
+		return nil, "", err
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(self, "--config", e.ctrl.AdminBundlePath(), "mount", "--cache-dir", filepath.Join(dir, "cache"), mnt)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("starting an agent process (%s mount): %w", self, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	e.closes = append(e.closes, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			_ = exec.Command("fusermount3", "-u", "-z", mnt).Run()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			if !sent && strings.Contains(sc.Text(), "pando mounted at") {
+				ready <- true
+				sent = true
+			}
+		}
+		if !sent {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			return nil, "", fmt.Errorf("the agent process exited before it mounted")
+		}
+	case <-time.After(30 * time.Second):
+		return nil, "", fmt.Errorf("the agent process had not mounted after 30s")
+	}
+	return cmd.Process, mnt, nil
+}
