@@ -35,6 +35,15 @@ func runBigdir(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every directory is made before the agent starts: one made later
+	// would hide behind the listing of data/ the agent holds for its
+	// consistency window.
+	for _, n := range sizes {
+		o.say("bigdir: making %d entries", n)
+		if err := makeEntries(filepath.Join(root, fmt.Sprintf("big-%d", n)), n); err != nil {
+			return nil, err
+		}
+	}
 	ap, mnt, err := startAgentProc(e)
 	if err != nil {
 		return nil, err
@@ -43,10 +52,6 @@ func runBigdir(ctx context.Context, o Options) ([]Row, error) {
 	for _, n := range sizes {
 		name := fmt.Sprintf("big-%d", n)
 		local := filepath.Join(root, name)
-		o.say("bigdir: making %d entries", n)
-		if err := makeEntries(local, n); err != nil {
-			return rows, err
-		}
 		remote := filepath.Join(mnt, e.Domain, "data", name)
 		c := fmt.Sprintf("%d entries", n)
 		for _, flag := range []string{"-f", "-l"} {

@@ -111,6 +111,12 @@ func inTerminal(t *testing.T, cfg string, args ...string) (string, int) {
 	}
 	cmd := exec.Command("script", "-qefc", line, "/dev/null")
 	cmd.Dir = t.TempDir()
+	// A person's terminal, not CI's (CI=true turns progress off).
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CI=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

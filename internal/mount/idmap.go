@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -101,8 +101,8 @@ func (m *IDMap) group(n uint32) string {
 // creator is what a local caller with uid and gid makes, in a directory
 // with attributes dir: its owner, and its group (the directory's when the
 // directory is setgid, as Linux gives).
-func (m *IDMap) creator(uid, gid uint32, dir wire.Attr) client.Creator {
-	c := client.Creator{Owner: m.owner(uid), Group: m.group(gid)}
+func (m *IDMap) creator(uid, gid uint32, dir wire.Attr) vfs.Creator {
+	c := vfs.Creator{Owner: m.owner(uid), Group: m.group(gid)}
 	if dir.Mode&setgid != 0 && dir.Group != "" {
 		c.Group = dir.Group
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
 )
@@ -75,7 +74,7 @@ func (n *node) asCaller(ctx context.Context) (context.Context, bool) {
 	if err != nil {
 		dir = wire.Attr{}
 	}
-	return client.WithCreator(ctx, n.m.ids.creator(c.Uid, c.Gid, dir)), dir.Mode&syscall.S_ISGID != 0
+	return vfs.WithCreator(ctx, n.m.ids.creator(c.Uid, c.Gid, dir)), dir.Mode&syscall.S_ISGID != 0
 }
 
 // entry fills out for a child and returns its inode.

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -86,7 +88,7 @@ func (e *Etcd) Client() *clientv3.Client { return e.cli }
 
 // Get implements Store.
 func (e *Etcd) Get(ctx context.Context, key string) ([]byte, error) {
-	r, err := e.cli.Get(ctx, e.prefix+key)
+	r, err := retryRead(ctx, func() (*clientv3.GetResponse, error) { return e.cli.Get(ctx, e.prefix+key) })
 	if err != nil {
 		return nil, fmt.Errorf("etcd get %s: %w", key, err)
 	}
@@ -131,7 +133,7 @@ func (e *Etcd) List(ctx context.Context, prefix string) ([]KV, error) {
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		r, err := e.cli.Get(ctx, from, opts...)
+		r, err := retryRead(ctx, func() (*clientv3.GetResponse, error) { return e.cli.Get(ctx, from, opts...) })
 		if err != nil {
 			return nil, fmt.Errorf("etcd list %s: %w", prefix, err)
 		}
@@ -276,7 +278,7 @@ func (e *Etcd) readMany(ctx context.Context, keys, prefixes []string) (Many, err
 	for _, p := range prefixes {
 		ops = append(ops, clientv3.OpGet(e.prefix+p, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)))
 	}
-	r, err := e.cli.Txn(ctx).Then(ops...).Commit()
+	r, err := retryRead(ctx, func() (*clientv3.TxnResponse, error) { return e.cli.Txn(ctx).Then(ops...).Commit() })
 	if err != nil {
 		return Many{}, fmt.Errorf("etcd read: %w", err)
 	}
@@ -299,4 +301,30 @@ func (e *Etcd) readMany(ctx context.Context, keys, prefixes []string) (Many, err
 		out.Lists[prefixes[i-len(keys)]] = kvs
 	}
 	return out, nil
+}
+
+// retryRead runs a read again while the cluster is electing a leader
+// ("leader changed", "no leader"): a read changes nothing, and an election
+// takes about a second, which a request to a controller should not fail
+// for. It gives up after 5 s, or when ctx ends.
+func retryRead[R any](ctx context.Context, read func() (R, error)) (R, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := read()
+		if err == nil || !electing(err) || time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// electing reports whether err says the cluster has no leader for now.
+func electing(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrNoLeader) ||
+		errors.Is(err, rpctypes.ErrGRPCLeaderChanged) || errors.Is(err, rpctypes.ErrGRPCNoLeader) ||
+		strings.Contains(err.Error(), "leader changed") || strings.Contains(err.Error(), "no leader")
 }

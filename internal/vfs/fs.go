@@ -438,3 +438,10 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	}
 	v.mu.Unlock()
 }
+
+// Creator is who a new entry belongs to (see client.Creator); the mount
+// names it for each request it makes on a local user's behalf.
+type Creator = client.Creator
+
+// WithCreator returns ctx carrying the creator of what a request makes.
+func WithCreator(ctx context.Context, c Creator) context.Context { return client.WithCreator(ctx, c) }
