@@ -95,6 +95,11 @@ func controllerSeeds(f *testing.F) {
 }
 
 func serveFuzzed(t *testing.T, c *Controller, sc *rpc.ServerConn, op uint16, meta []byte) (rpc.Reply, error) {
+	if wire.Op(op) == wire.OpMountWatch {
+		// A stream on a live connection, which this harness has not: it
+		// decodes nothing from the request (TestMountTablePushed runs it).
+		return rpc.Reply{}, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rep, err := c.Serve(ctx, &rpc.Request{Op: wire.Op(op), Meta: meta, Conn: sc})
