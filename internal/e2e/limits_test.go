@@ -219,17 +219,33 @@ func attackRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	polls := make(chan error, 3)
-	for range 3 {
-		go func() {
-			var r wire.GetInvResp
-			_, err := dave.Call(ctx, wire.OpGetInv, wire.GetInvReq{Tok: tok, Session: "s1", Since: first.Stamp, Max: 100,
-				Wait: int64(10 * time.Second), Lease: int64(time.Minute)}, nil, &r, nil)
-			polls <- err
-		}()
+	poll := func() {
+		var r wire.GetInvResp
+		_, err := dave.Call(ctx, wire.OpGetInv, wire.GetInvReq{Tok: tok, Session: "s1", Since: first.Stamp, Max: 100,
+			Wait: int64(10 * time.Second), Lease: int64(time.Minute)}, nil, &r, nil)
+		polls <- err
 	}
+	for range 3 {
+		go poll()
+	}
+	// A poll the share answers early (the session's state changed) is
+	// sent again: what is tested is the limit on requests in flight.
 	deadline := time.Now().Add(8 * time.Second)
+	inFlight := 3
 	var err error
 	for {
+		for drained := false; !drained; {
+			select {
+			case <-polls:
+				if time.Now().Before(deadline) {
+					go poll()
+				} else {
+					inFlight--
+				}
+			default:
+				drained = true
+			}
+		}
 		if err = getattr(dave, tok); err != nil || time.Now().After(deadline) {
 			break
 		}
@@ -246,7 +262,7 @@ func attackRequests(t *testing.T) {
 		t.Errorf("alice's request while dave is at his limit: %v", err)
 	}
 	// Once the polls are answered, dave is served.
-	for range 3 {
+	for range inFlight {
 		select {
 		case err := <-polls:
 			if err != nil {
