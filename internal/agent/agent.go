@@ -18,12 +18,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/metricsrv"
 	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/procs"
 	"pando.dev/pando/internal/vfs"
@@ -57,7 +55,7 @@ type Agent struct {
 	m          *mount.Mount
 	ctl        *http.Server
 	ctlLn      net.Listener
-	metricsSrv *http.Server
+	metricsSrv *metricsrv.Server
 	start      time.Time
 	closeOnce  sync.Once
 	// replayDone is closed when the retry of unsent data has stopped.
@@ -265,25 +263,17 @@ func (a *Agent) serveControl() error {
 }
 
 // metricsHandler serves the agent's figures in the Prometheus format.
-func (a *Agent) metricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{a})
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-}
+func (a *Agent) metricsHandler() http.Handler { return metricsrv.Handler(collector{a}) }
 
 // ServeMetrics serves /metrics on addr (for a Prometheus server to scrape)
 // until the agent closes.
 func (a *Agent) ServeMetrics(addr string) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+	srv, err := metricsrv.Serve(addr, a.metricsHandler())
 	if err != nil {
-		return nil, fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
+		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", a.metricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	a.metricsSrv = srv
-	go srv.Serve(ln)
-	return ln.Addr(), nil
+	return srv.Addr(), nil
 }
 
 // drop forgets the cached data of every file at or below p that has no

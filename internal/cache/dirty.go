@@ -85,24 +85,18 @@ func (c *Cache) DirtyKeys() []Entry {
 // MarkClean records that the ranges reached the share, which now holds
 // version.
 func (c *Cache) MarkClean(key string, done []Range, version uint64, size int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, d := range done {
-		c.setDirty(e, subtract(e.rec.Dirty, d))
-		e.rec.Sent = subtract(e.rec.Sent, d)
-	}
-	e.rec.Version = version
-	if len(e.rec.Dirty) == 0 {
-		e.rec.Size = size
-		e.rec.Cut = false
-	}
-	c.touch(key)
+	c.with(key, func(e *entry) {
+		for _, d := range done {
+			c.setDirty(e, subtract(e.rec.Dirty, d))
+			e.rec.Sent = subtract(e.rec.Sent, d)
+		}
+		e.rec.Version = version
+		if len(e.rec.Dirty) == 0 {
+			e.rec.Size = size
+			e.rec.Cut = false
+		}
+		c.touch(key)
+	})
 }
 
 // overlap returns the parts of the ranges rs that lie in d.
@@ -143,6 +137,14 @@ func (c *Cache) Unsent(key string) bool {
 // peek answers a question about key's entry under its locks; false for a
 // key the cache does not hold.
 func (c *Cache) peek(key string, ask func(e *entry) bool) bool {
+	var yes bool
+	c.with(key, func(e *entry) { yes = ask(e) })
+	return yes
+}
+
+// with runs fn on key's entry under the cache's lock and the entry's, and
+// reports whether it did (false: the cache does not hold key).
+func (c *Cache) with(key string, fn func(e *entry)) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[key]
@@ -151,7 +153,8 @@ func (c *Cache) peek(key string, ask func(e *entry) bool) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return ask(e)
+	fn(e)
+	return true
 }
 
 func subtract(rs []Range, d Range) []Range {

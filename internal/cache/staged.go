@@ -20,39 +20,29 @@ type StageInfo struct {
 
 // Stage returns what the index records of key's stage.
 func (c *Cache) Stage(key string) StageInfo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return StageInfo{}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return StageInfo{Name: e.rec.Stage, Staged: append([]Range(nil), e.rec.Staged...), Sent: append([]Range(nil), e.rec.Sent...),
-		Stale: e.rec.Stale, StaleFrom: e.rec.StaleFrom}
+	var si StageInfo
+	c.with(key, func(e *entry) {
+		si = StageInfo{Name: e.rec.Stage, Staged: append([]Range(nil), e.rec.Staged...), Sent: append([]Range(nil), e.rec.Sent...),
+			Stale: e.rec.Stale, StaleFrom: e.rec.StaleFrom}
+	})
+	return si
 }
 
 // MarkSent records that the bytes of the dirty ranges rs of key are in
 // its stage name (unless that is not key's stage any more): a write-back
 // after a restart need not send them again. A write to them undoes it.
 func (c *Cache) MarkSent(key, name string, rs []Range) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.rec.Stage != name {
-		return
-	}
-	for _, r := range rs {
-		for _, d := range overlap(e.rec.Dirty, r) {
-			e.rec.Sent = addDirty(e.rec.Sent, d)
+	c.with(key, func(e *entry) {
+		if e.rec.Stage != name {
+			return
 		}
-	}
-	c.touch(key)
+		for _, r := range rs {
+			for _, d := range overlap(e.rec.Dirty, r) {
+				e.rec.Sent = addDirty(e.rec.Sent, d)
+			}
+		}
+		c.touch(key)
+	})
 }
 
 // cutStage records a cut of the file to size while it has a stage (e.mu
@@ -74,15 +64,8 @@ func (e *entry) endStage() {
 // StageOf returns the name of key's stage ("" if none) and the ranges
 // staged in it.
 func (c *Cache) StageOf(key string) (string, []Range) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return "", nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.rec.Stage, append([]Range(nil), e.rec.Staged...)
+	si := c.Stage(key)
+	return si.Name, si.Staged
 }
 
 // SetStage names key's stage; the index records it at the next persist
@@ -100,37 +83,25 @@ func (c *Cache) SetStage(key, name string) {
 // name: no longer dirty, still unsent. If key's stage is another by now
 // (committed meanwhile), they stay dirty.
 func (c *Cache) MarkStaged(key, name string, rs []Range) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.rec.Stage != name {
-		return
-	}
-	for _, r := range rs {
-		c.setDirty(e, subtract(e.rec.Dirty, r))
-		e.rec.Sent = subtract(e.rec.Sent, r)
-		e.rec.Staged = addDirty(e.rec.Staged, r)
-	}
-	c.touch(key)
+	c.with(key, func(e *entry) {
+		if e.rec.Stage != name {
+			return
+		}
+		for _, r := range rs {
+			c.setDirty(e, subtract(e.rec.Dirty, r))
+			e.rec.Sent = subtract(e.rec.Sent, r)
+			e.rec.Staged = addDirty(e.rec.Staged, r)
+		}
+		c.touch(key)
+	})
 }
 
 // EndStage forgets key's stage: committed, or thrown away.
 func (c *Cache) EndStage(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[key]
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	e.endStage()
-	e.mu.Unlock()
-	c.touch(key)
+	c.with(key, func(e *entry) {
+		e.endStage()
+		c.touch(key)
+	})
 }
 
 // HoldsRanges reports whether every block that the ranges rs of key touch is

@@ -2,13 +2,11 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"pando.dev/pando/internal/metricsrv"
 )
 
 var (
@@ -62,19 +60,13 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 
 // ServeMetrics serves /metrics on addr until the controller closes.
 func (c *Controller) ServeMetrics(addr string) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+	srv, err := metricsrv.Serve(addr, metricsrv.Handler(collector{c}))
 	if err != nil {
-		return nil, fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
+		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{c})
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
 	go func() {
 		<-c.done
 		srv.Close()
 	}()
-	return ln.Addr(), nil
+	return srv.Addr(), nil
 }

@@ -1,13 +1,8 @@
 package gateway
 
 import (
-	"fmt"
-	"net"
-	"net/http"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"pando.dev/pando/internal/metricsrv"
 )
 
 // collector exposes a gateway's figures in the Prometheus format, read
@@ -55,16 +50,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // ServeMetrics serves the gateway's metrics at http://addr/metrics until
-// ln is closed; it returns the listener.
-func (g *Gateway) ServeMetrics(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{g})
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	go (&http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}).Serve(ln)
-	return ln, nil
+// the server returned is closed.
+func (g *Gateway) ServeMetrics(addr string) (*metricsrv.Server, error) {
+	return metricsrv.Serve(addr, metricsrv.Handler(collector{g}))
 }

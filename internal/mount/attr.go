@@ -51,35 +51,7 @@ func (m *Mount) fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
 }
 
 // errno translates a vfs error into an errno for the kernel.
-func errno(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	if errors.Is(err, vfs.ErrUnreachable) {
-		// Before the errno a refused dial carries (ECONNREFUSED): the
-		// share, not a local socket, is what cannot be reached.
-		return syscall.EHOSTUNREACH
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	var we *wire.Error
-	if errors.As(err, &we) {
-		return we.Errno()
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return syscall.ENOENT
-	case errors.Is(err, fs.ErrPermission):
-		return syscall.EACCES
-	case errors.Is(err, context.DeadlineExceeded):
-		return syscall.ETIMEDOUT
-	case errors.Is(err, context.Canceled):
-		return syscall.EINTR
-	}
-	return syscall.EIO
-}
+func errno(err error) syscall.Errno { return vfs.Errno(err) }
 
 // detach keeps operations running when the kernel interrupts the calling
 // process (Go programs are signalled all the time for preemption): a

@@ -293,25 +293,4 @@ func (f *File) Readdir(count int) ([]fs.FileInfo, error) {
 }
 
 // Errno is the errno of a vfs error.
-func Errno(err error) syscall.Errno {
-	if errors.Is(err, vfs.ErrUnreachable) {
-		return syscall.EHOSTUNREACH
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	var we *wire.Error
-	if errors.As(err, &we) {
-		return we.Errno()
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return syscall.ENOENT
-	case errors.Is(err, fs.ErrPermission):
-		return syscall.EACCES
-	case errors.Is(err, fs.ErrExist):
-		return syscall.EEXIST
-	}
-	return syscall.EIO
-}
+func Errno(err error) syscall.Errno { return vfs.Errno(err) }
