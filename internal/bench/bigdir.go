@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -162,27 +161,11 @@ func startAgentProc(e *Env) (*os.Process, string, error) {
 			_ = exec.Command("fusermount3", "-u", "-z", mnt).Run()
 		}
 	})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			if !sent && strings.Contains(sc.Text(), "pando mounted at") {
-				ready <- true
-				sent = true
-			}
-		}
-		if !sent {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return nil, "", fmt.Errorf("the agent process exited before it mounted")
-		}
-	case <-time.After(30 * time.Second):
+	switch ok, timedOut := awaitLine(out, regexp.MustCompile(`pando mounted at`), 30*time.Second); {
+	case timedOut:
 		return nil, "", fmt.Errorf("the agent process had not mounted after 30s")
+	case !ok:
+		return nil, "", fmt.Errorf("the agent process exited before it mounted")
 	}
 	return cmd.Process, mnt, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,28 +85,11 @@ func startShareProc(ctx context.Context, e *Env, name string) (string, *sharePro
 		sp.signal(syscall.SIGKILL)
 		<-sp.done
 	})
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		re := regexp.MustCompile(`share \S+ exporting`)
-		sent := false
-		for sc.Scan() {
-			if !sent && re.MatchString(sc.Text()) {
-				ready <- true
-				sent = true
-			}
-		}
-		if !sent {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return "", nil, fmt.Errorf("the share process %s exited before it was ready", name)
-		}
-	case <-time.After(30 * time.Second):
+	switch ok, timedOut := awaitLine(out, regexp.MustCompile(`share \S+ exporting`), 30*time.Second); {
+	case timedOut:
 		return "", nil, fmt.Errorf("the share process %s was not ready after 30s", name)
+	case !ok:
+		return "", nil, fmt.Errorf("the share process %s exited before it was ready", name)
 	}
 	c, err := client.New(e.Admin, client.Options{})
 	if err != nil {
@@ -308,4 +292,30 @@ func faultsController(ctx context.Context, o Options, e *Env) ([]Row, error) {
 	}
 	return []Row{{Scenario: "faults", Case: "controller stopped " + down.String(), Metric: "operations failed", Value: float64(failed), Unit: "ops",
 		Ref: "operations tried", RefValue: float64(ops), Note: note}}, nil
+}
+
+// awaitLine waits (up to limit) for a line of a process's output that
+// matches re; ok is false if the output ended first. The rest of the
+// output is read and dropped, so that the process never blocks on it.
+func awaitLine(out io.Reader, re *regexp.Regexp, limit time.Duration) (ok, timedOut bool) {
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			if !sent && re.MatchString(sc.Text()) {
+				ready <- true
+				sent = true
+			}
+		}
+		if !sent {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		return ok, false
+	case <-time.After(limit):
+		return false, true
+	}
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,19 +66,7 @@ func runRepoUpdate(ctx context.Context, o Options) ([]Row, error) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					n := 0
-					err := filepath.WalkDir(a.Path("/bench/data/repo"), func(p string, d fs.DirEntry, err error) error {
-						if err != nil {
-							return err
-						}
-						if _, err := os.Lstat(p); err != nil {
-							return err
-						}
-						if !d.IsDir() {
-							n++
-						}
-						return nil
-					})
+					n, err := walkFiles(a.Path("/bench/data/repo"))
 					if err == nil && n != files {
 						err = fmt.Errorf("an agent saw %d of %d files", n, files)
 					}
