@@ -403,6 +403,7 @@ func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fe
 		e.mu.Lock()
 		was, oldSize := overlap(e.rec.Dirty, r), e.rec.Size
 		c.setDirty(e, addDirty(e.rec.Dirty, r))
+		e.noteWrite(r.Off, r.Len, bs)
 		e.rec.Sent = subtract(e.rec.Sent, r) // the stage's copy is old now
 		if pos+chunk > e.rec.Size {
 			e.rec.Size = pos + chunk
@@ -468,6 +469,7 @@ func (c *Cache) Truncate(key string, size int64) error {
 		}
 	}
 	c.setDirty(e, clip(append([]Range(nil), e.rec.Dirty...), size))
+	e.noteSize()
 	if e.rec.Stage != "" {
 		e.cutStage(size)
 	}

@@ -150,6 +150,16 @@ type entry struct {
 	gen atomic.Uint64
 	wmu sync.Mutex // serialises WriteAt and Truncate of this file
 
+	// Write marks (under mu, not persisted): wseq numbers the changes of
+	// the file's bytes and size made here; written holds, per dirty
+	// block, the number of its last write, and sized that of the last
+	// change of the size. A write-back that took the dirty ranges at
+	// mark m (DirtyAt) marks clean only what was not written after m
+	// (MarkClean): the file may be written while its data is on the way.
+	wseq    uint64
+	written map[int64]uint64
+	sized   uint64
+
 	// unchecked holds the blocks found on disk at start that have not
 	// been read (and so checked) since; backed counts the backings of
 	// the data file (named inc) the kernel may be reading directly;

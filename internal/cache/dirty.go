@@ -82,21 +82,93 @@ func (c *Cache) DirtyKeys() []Entry {
 	return out
 }
 
-// MarkClean records that the ranges reached the share, which now holds
-// version.
-func (c *Cache) MarkClean(key string, done []Range, version uint64, size int64) {
+// DirtyAt returns the dirty ranges of key, as Dirty does, and the mark of
+// the writes made so far, for MarkClean.
+func (c *Cache) DirtyAt(key string) ([]Range, uint64) {
+	var rs []Range
+	var mark uint64
 	c.with(key, func(e *entry) {
+		rs, mark = append([]Range(nil), e.rec.Dirty...), e.wseq
+	})
+	return rs, mark
+}
+
+// AllWrites, as MarkClean's mark, takes every write made so far for sent.
+const AllWrites = ^uint64(0)
+
+// MarkClean records that the ranges done, dirty at mark (see DirtyAt),
+// reached the share, which now holds version (of size). Blocks written
+// after mark stay dirty, and the size stays this cache's if it changed
+// after mark: the data on the way may be older than theirs.
+func (c *Cache) MarkClean(key string, done []Range, mark uint64, version uint64, size int64) {
+	c.with(key, func(e *entry) {
+		later := e.writtenAfter(mark, c.opts.BlockSize)
 		for _, d := range done {
-			c.setDirty(e, subtract(e.rec.Dirty, d))
+			for _, x := range subtractAll([]Range{d}, later) {
+				c.setDirty(e, subtract(e.rec.Dirty, x))
+			}
 			e.rec.Sent = subtract(e.rec.Sent, d)
 		}
 		e.rec.Version = version
-		if len(e.rec.Dirty) == 0 {
+		if len(e.rec.Dirty) == 0 && e.sized <= mark {
 			e.rec.Size = size
 			e.rec.Cut = false
 		}
+		e.forgetClean(c.opts.BlockSize)
 		c.touch(key)
 	})
+}
+
+// noteWrite records a write of [off, off+n) (e.mu held).
+func (e *entry) noteWrite(off, n, bs int64) {
+	e.wseq++
+	if e.written == nil {
+		e.written = make(map[int64]uint64)
+	}
+	for idx := off / bs; idx*bs < off+n; idx++ {
+		e.written[idx] = e.wseq
+	}
+}
+
+// noteSize records a change of the size made here (e.mu held).
+func (e *entry) noteSize() {
+	e.wseq++
+	e.sized = e.wseq
+}
+
+// writtenAfter returns the blocks written after mark, as ranges (e.mu
+// held).
+func (e *entry) writtenAfter(mark uint64, bs int64) []Range {
+	if mark >= e.wseq {
+		return nil
+	}
+	var out []Range
+	for idx, s := range e.written {
+		if s > mark {
+			out = append(out, Range{idx * bs, bs})
+		}
+	}
+	return out
+}
+
+// forgetClean drops the write marks of blocks with no dirty data left
+// (e.mu held): a write-back still under way that took such a block cannot
+// clean what was written after it, there being nothing dirty there, and a
+// new write makes a new mark.
+func (e *entry) forgetClean(bs int64) {
+	for idx := range e.written {
+		if len(overlap(e.rec.Dirty, Range{idx * bs, bs})) == 0 {
+			delete(e.written, idx)
+		}
+	}
+}
+
+// subtractAll removes every range of ds from rs.
+func subtractAll(rs []Range, ds []Range) []Range {
+	for _, d := range ds {
+		rs = subtract(rs, d)
+	}
+	return rs
 }
 
 // overlap returns the parts of the ranges rs that lie in d.

@@ -264,7 +264,7 @@ func TestAheadNamesTheOldestDirtyBlocks(t *testing.T) {
 	if all := c.Oldest("f", 100); len(all) != 2 || all[0] != (Range{0, 2 * bs}) || all[1] != (Range{4 * bs, 4 * bs}) {
 		t.Fatalf("every block but the newest: %v, want [0, %d) and [%d, %d)", all, 2*bs, 4*bs, 8*bs)
 	}
-	c.MarkClean("f", rs, 2, 0)
+	c.MarkClean("f", rs, AllWrites, 2, 0)
 	if got := c.DirtyBytes(); got != 5*bs {
 		t.Fatalf("dirty bytes after the oldest were sent: %d, want %d", got, 5*bs)
 	}

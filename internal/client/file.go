@@ -28,9 +28,10 @@ type File struct {
 	handle uint64
 	flags  uint32
 
-	mu    sync.Mutex
-	attr  wire.Attr
-	deleg bool // the share granted a write delegation with the open
+	mu      sync.Mutex
+	attr    wire.Attr
+	deleg   bool   // the share granted a write delegation with the open
+	delegID uint64 // ... and named it so
 
 	first    []byte // the file's first bytes, read with the open (OpenFirst)
 	firstEOF bool   // they reach the end of the file
@@ -76,7 +77,7 @@ func (c *Client) open(ctx context.Context, op wire.Op, gpath string, flags, mode
 	if len(data) > first {
 		data = nil // more than was asked for: not to be trusted
 	}
-	return &File{c: c, loc: loc, conn: conn, handle: resp.Handle, flags: flags, attr: resp.Attr, deleg: resp.Deleg,
+	return &File{c: c, loc: loc, conn: conn, handle: resp.Handle, flags: flags, attr: resp.Attr, deleg: resp.Deleg, delegID: resp.DelegID,
 		first: data, firstEOF: resp.EOF && data != nil,
 		Chunk: DefaultChunk, Window: DefaultWindow}, nil
 }
@@ -98,6 +99,9 @@ func (f *File) Loc() Loc { return f.loc }
 // Deleg reports whether the share granted a write delegation when the
 // file was opened (wire.OpenDeleg).
 func (f *File) Deleg() bool { return f.deleg }
+
+// DelegID names the write delegation granted (see wire.OpenResp.DelegID).
+func (f *File) DelegID() uint64 { return f.delegID }
 
 // Name is the file's global path.
 func (f *File) Name() string { return f.loc.Global }

@@ -409,10 +409,12 @@ func (c *Client) GetInvWait(ctx context.Context, gpath string, since uint64, max
 	return resp, err
 }
 
-// DelegReturn gives back the write delegation on the file at gpath that
-// the share recalled: first with the ranges still to be written (pending),
-// then with done once everything is at the share.
-func (c *Client) DelegReturn(ctx context.Context, gpath string, pending []wire.ByteRange, done bool) error {
+// DelegReturn gives back the write delegation id on the file at gpath
+// that the share recalled: first with the ranges still to be written
+// (pending), then with done once everything is at the share. A share that
+// holds another delegation of the file for this session by now (id is an
+// earlier one's) ignores it.
+func (c *Client) DelegReturn(ctx context.Context, gpath string, id uint64, pending []wire.ByteRange, done bool) error {
 	if c.opts.Session == "" {
 		return fmt.Errorf("returning a delegation needs a client session")
 	}
@@ -421,7 +423,7 @@ func (c *Client) DelegReturn(ctx context.Context, gpath string, pending []wire.B
 		return err
 	}
 	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
-		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Pending: pending, Done: done}
+		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Pending: pending, Done: done, ID: id}
 	}, nil, nil, nil, nil, false)
 	return named(err, loc)
 }
@@ -430,7 +432,7 @@ func (c *Client) DelegReturn(ctx context.Context, gpath string, pending []wire.B
 // at gpath with why its data cannot be written back now (code and msg, see
 // wire.DelegReturnReq): the share keeps the delegation and tells the
 // requests waiting for it.
-func (c *Client) DelegFail(ctx context.Context, gpath string, code wire.Code, msg string) error {
+func (c *Client) DelegFail(ctx context.Context, gpath string, id uint64, code wire.Code, msg string) error {
 	if c.opts.Session == "" {
 		return fmt.Errorf("returning a delegation needs a client session")
 	}
@@ -444,7 +446,7 @@ func (c *Client) DelegFail(ctx context.Context, gpath string, code wire.Code, ms
 	_, _, err = c.call(ctx, loc, wire.OpDelegReturn, func(tok uint32) any {
 		// The whole file pending: a share that does not know Code takes
 		// it for a first return step, and still holds every reader back.
-		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Code: code, Message: msg,
+		return wire.DelegReturnReq{Tok: tok, Session: c.opts.Session, Path: loc.Rel, Code: code, Message: msg, ID: id,
 			Pending: []wire.ByteRange{{Off: 0, Len: math.MaxInt64}}}
 	}, nil, nil, nil, nil, false)
 	return named(err, loc)

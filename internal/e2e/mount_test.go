@@ -112,8 +112,12 @@ func (a *agentProc) unmount(t *testing.T) {
 		return
 	default:
 	}
-	if st := a.stats(t); st["open_files"].(float64) != 0 {
-		t.Errorf("agent holds %v open files after the test closed all of its", st["open_files"])
+	// The kernel sends a file's release after its last close has
+	// returned, in the background: give it a moment.
+	var open float64
+	waitFor(3*time.Second, func() bool { open = a.stats(t)["open_files"].(float64); return open == 0 })
+	if open != 0 {
+		t.Errorf("agent holds %v open files after the test closed all of its", open)
 	}
 	if a.baseFDs > 0 {
 		if n := fdCount(a.cmd.Process.Pid); n > a.baseFDs+4 {

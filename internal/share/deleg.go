@@ -27,6 +27,7 @@ import (
 // requests on those files wait.
 
 type wdeleg struct {
+	id        uint64 // names it to its holder (0 until a listed one is reclaimed)
 	holder    string
 	recalling bool
 	want      wire.ByteRange
@@ -113,37 +114,54 @@ func (t *invTable) delegsChanged() {
 }
 
 // grantWrite gives session id a write delegation on path if nobody else
-// holds one; reclaim marks the reclaim of one held before a restart. The
-// caller has checked that no other agent has the file open.
-func (t *invTable) grantWrite(id, path string, reclaim bool) bool {
+// holds one, and returns its id (0: not granted); reclaim marks the
+// reclaim of one held before a restart. The caller has checked that no
+// other agent has the file open. A session that holds the delegation
+// already is given the same one.
+func (t *invTable) grantWrite(id, path string, reclaim bool) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.sessions[id]
 	if s == nil || !s.callback {
-		return false
+		return 0
 	}
 	if d := t.wdelegs[path]; d != nil {
 		if d.holder != id || d.recalling {
-			return false
+			return 0
 		}
 		if d.reclaim {
 			d.reclaim = false
+			d.id = t.nextDelegID()
 			t.signal() // requests waiting for the grace period recall it now
 		}
-		return true
+		return d.id
 	}
 	if reclaim && t.now().Before(t.grace) {
-		return false // it was not listed: someone else may have changed it
+		return 0 // it was not listed: someone else may have changed it
 	}
 	if len(t.wdelegs) >= maxWriteDelegs {
-		return false
+		return 0
 	}
 	if t.wdelegs == nil {
 		t.wdelegs = make(map[string]*wdeleg)
 	}
-	t.wdelegs[path] = &wdeleg{holder: id}
+	d := &wdeleg{id: t.nextDelegID(), holder: id}
+	t.wdelegs[path] = d
 	t.delegsChanged()
-	return true
+	return d.id
+}
+
+// nextDelegID names a new delegation (t.mu held): never 0, and never one
+// that this share process or an earlier one (another epoch) gave.
+func (t *invTable) nextDelegID() uint64 {
+	if t.delegSeq == 0 {
+		t.delegSeq = t.epoch << 20
+	}
+	t.delegSeq++
+	if t.delegSeq == 0 {
+		t.delegSeq++
+	}
+	return t.delegSeq
 }
 
 // delegsNear returns the delegated paths that a request on rel must wait
@@ -212,7 +230,7 @@ func (t *invTable) awaitDeleg(id, path string, want wire.ByteRange, mutate bool)
 				// The holder has not asked for a lease: it no longer
 				// trusts the delegation. Revoke it.
 				if s != nil {
-					s.broken = true
+					t.markBroken(s, now, "a delegation it held was recalled")
 				}
 				quiet := d.quiet
 				delete(t.wdelegs, path)
@@ -252,7 +270,7 @@ func (t *invTable) recallsFor(id string, now time.Time) []wire.Recall {
 	for p, d := range t.wdelegs {
 		if d.holder == id && d.returned {
 			for _, w := range d.wantQ {
-				out = append(out, wire.Recall{Path: p, Off: w.Off, Len: w.Len})
+				out = append(out, wire.Recall{Path: p, Off: w.Off, Len: w.Len, ID: d.id})
 			}
 			d.wantQ = nil
 			continue
@@ -264,7 +282,7 @@ func (t *invTable) recallsFor(id string, now time.Time) []wire.Recall {
 			continue
 		}
 		d.sent = now
-		out = append(out, wire.Recall{Path: p, Off: d.want.Off, Len: d.want.Len})
+		out = append(out, wire.Recall{Path: p, Off: d.want.Off, Len: d.want.Len, ID: d.id})
 	}
 	return out
 }
@@ -291,11 +309,13 @@ func (t *invTable) recallsDue(id string, now time.Time) (due bool, next time.Tim
 
 // returnDeleg applies a DelegReturn of session id; it reports whether
 // changes the holder made during the return are still to be recorded.
-func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done bool) (record bool) {
+func (t *invTable) returnDeleg(id, path string, delegID uint64, pending []wire.ByteRange, done bool) (record bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.wdelegs[path]
-	if d == nil || d.holder != id {
+	if d == nil || d.holder != id || delegID != 0 && d.id != delegID {
+		// Not held (any more), or the return of an earlier delegation
+		// of the file, answered late: the one held now stays.
 		return false
 	}
 	d.failed = nil
@@ -316,11 +336,11 @@ func (t *invTable) returnDeleg(id, path string, pending []wire.ByteRange, done b
 // recalled again, every recallResend), and the requests waiting for it
 // fail with why, at once, until the holder returns it. It reports whether
 // id holds a recalled delegation on path.
-func (t *invTable) failReturn(id, path string, why *wire.Error) bool {
+func (t *invTable) failReturn(id, path string, delegID uint64, why *wire.Error) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := t.wdelegs[path]
-	if d == nil || d.holder != id || !d.recalling || d.returned {
+	if d == nil || d.holder != id || !d.recalling || d.returned || delegID != 0 && d.id != delegID {
 		return false
 	}
 	d.failed = why

@@ -46,10 +46,10 @@ func TestWriteDelegationRecall(t *testing.T) {
 	lease := 2 * time.Second
 	_, _, hs, _, _ := tab.longPoll("h", 0, 0, time.Millisecond, lease) // the holder's session
 	tab.longPoll("r", 0, 0, time.Millisecond, lease)
-	if !tab.grantWrite("h", "f", false) {
+	if !(tab.grantWrite("h", "f", false) != 0) {
 		t.Fatal("no delegation granted")
 	}
-	if tab.grantWrite("r", "f", false) {
+	if tab.grantWrite("r", "f", false) != 0 {
 		t.Fatal("a second agent was granted a delegation on the same file")
 	}
 	// The holder's own requests never wait.
@@ -67,7 +67,7 @@ func TestWriteDelegationRecall(t *testing.T) {
 	// First step: the first block and the size are at the share; two
 	// more blocks are pending.
 	pending := []wire.ByteRange{{Off: 1 << 20, Len: 1 << 20}, {Off: 3 << 20, Len: 1 << 20}}
-	tab.returnDeleg("h", "f", pending, false)
+	tab.returnDeleg("h", "f", 0, pending, false)
 	if !doneWithin(stat, time.Second) {
 		t.Fatal("a request needing no pending byte waited past the first return step")
 	}
@@ -83,7 +83,7 @@ func TestWriteDelegationRecall(t *testing.T) {
 	if doneWithin(change, 100*time.Millisecond) {
 		t.Fatal("a change went ahead before the last return step")
 	}
-	tab.returnDeleg("h", "f", nil, true)
+	tab.returnDeleg("h", "f", 0, nil, true)
 	if !doneWithin(change, time.Second) {
 		t.Fatal("a change still waits after the delegation was returned")
 	}
@@ -128,14 +128,14 @@ func TestWriteDelegationGrace(t *testing.T) {
 	tab.loadDelegs(file)
 	_, _, hs, _, _ := tab.longPoll("h", 0, 0, time.Millisecond, time.Second)
 	tab.longPoll("r", 0, 0, time.Millisecond, time.Second)
-	if tab.grantWrite("r", "f", false) {
+	if tab.grantWrite("r", "f", false) != 0 {
 		t.Fatal("another agent was granted a delegation its holder may still reclaim")
 	}
 	onF := await(tab, "r", "f", firstBlock, false)
 	if doneWithin(onF, 100*time.Millisecond) {
 		t.Fatal("a request went ahead on a delegation not yet reclaimed")
 	}
-	if !tab.grantWrite("h", "f", true) {
+	if !(tab.grantWrite("h", "f", true) != 0) {
 		t.Fatal("the holder could not reclaim its delegation")
 	}
 	// Reclaimed: the waiting request now recalls it.
@@ -143,7 +143,7 @@ func TestWriteDelegationGrace(t *testing.T) {
 	if len(recalls) != 1 || recalls[0].Path != "f" {
 		t.Fatalf("recalls after a reclaim: %+v", recalls)
 	}
-	tab.returnDeleg("h", "f", nil, true)
+	tab.returnDeleg("h", "f", 0, nil, true)
 	if !doneWithin(onF, time.Second) {
 		t.Fatal("the request still waits after the reclaimed delegation was returned")
 	}
@@ -317,5 +317,53 @@ func TestReclaimRecallsReadHolds(t *testing.T) {
 	}
 	if !slices.Contains(inv.Paths, "a") {
 		t.Fatalf("a delegation was granted by a reclaim, and the reader's hold on the file was not recalled: %+v", inv)
+	}
+}
+
+// TestLateReturnLeavesLaterDelegation: a return of a delegation the share
+// has taken back already (answered twice, or late) must not end the next
+// delegation of the same file, granted meanwhile to the same agent: that
+// agent keeps writes back under it, and readers would no longer wait for
+// them.
+func TestLateReturnLeavesLaterDelegation(t *testing.T) {
+	tab := newInvTable(time.Now)
+	tab.longPoll("h", 0, 0, time.Millisecond, 5*time.Second)
+	first := tab.grantWrite("h", "f", false)
+	if first == 0 {
+		t.Fatal("no delegation granted")
+	}
+	if again := tab.grantWrite("h", "f", false); again != first {
+		t.Fatalf("the holder asking again got delegation %d, not the one it holds (%d)", again, first)
+	}
+	tab.longPoll("r", 0, 0, time.Millisecond, 5*time.Second)
+	done := await(tab, "r", "f", firstBlock, true)
+	var recalls []wire.Recall
+	for i := 0; i < 100 && len(recalls) == 0; i++ {
+		tab.mu.Lock()
+		recalls = tab.recallsFor("h", time.Now())
+		tab.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(recalls) != 1 || recalls[0].ID != first {
+		t.Fatalf("recalls %+v, want one of delegation %d", recalls, first)
+	}
+	tab.returnDeleg("h", "f", first, nil, true)
+	if !doneWithin(done, 5*time.Second) {
+		t.Fatal("the request still waits after the return")
+	}
+	second := tab.grantWrite("h", "f", false)
+	if second == 0 || second == first {
+		t.Fatalf("the next delegation got id %d (the first: %d)", second, first)
+	}
+	tab.returnDeleg("h", "f", first, nil, true) // the first one's return, again
+	if !tab.delegated("f") {
+		t.Fatal("a late return of the first delegation ended the second")
+	}
+	if tab.failReturn("h", "f", first, &wire.Error{Code: wire.CodeNoSpace}) {
+		t.Fatal("a late failure of the first delegation was taken for the second's")
+	}
+	tab.returnDeleg("h", "f", second, nil, true)
+	if tab.delegated("f") {
+		t.Fatal("the return of the delegation held did not end it")
 	}
 }

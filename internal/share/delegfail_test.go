@@ -26,11 +26,11 @@ func TestWriteDelegationReturnFails(t *testing.T) {
 	lease := 2 * time.Second
 	_, _, hs, _, _ := tab.longPoll("h", 0, 0, time.Millisecond, lease)
 	tab.longPoll("r", 0, 0, time.Millisecond, lease)
-	if !tab.grantWrite("h", "f", false) {
+	if !(tab.grantWrite("h", "f", false) != 0) {
 		t.Fatal("no delegation granted")
 	}
 	full := &wire.Error{Code: wire.CodeNoSpace, Message: "/f: full"}
-	if tab.failReturn("h", "f", full) {
+	if tab.failReturn("h", "f", 0, full) {
 		t.Fatal("a failure was taken for a delegation not recalled")
 	}
 	var got error
@@ -40,13 +40,13 @@ func TestWriteDelegationReturnFails(t *testing.T) {
 	if len(recalls) != 1 {
 		t.Fatalf("recalls sent to the holder: %+v", recalls)
 	}
-	if tab.failReturn("r", "f", full) {
+	if tab.failReturn("r", "f", 0, full) {
 		t.Fatal("a session that does not hold the delegation reported its failure")
 	}
 	if doneWithin(done, 100*time.Millisecond) {
 		t.Fatalf("the request went ahead on another session's failure report: %v", got)
 	}
-	if !tab.failReturn("h", "f", full) {
+	if !tab.failReturn("h", "f", 0, full) {
 		t.Fatal("the holder's failure report was not taken")
 	}
 	if !doneWithin(done, time.Second) || !errors.Is(got, syscall.ENOSPC) {
@@ -61,18 +61,18 @@ func TestWriteDelegationReturnFails(t *testing.T) {
 	// Recalled again, and returned this time.
 	skew.Add(int64(recallResend))
 	tab.longPoll("h", hs, 0, time.Millisecond, lease)
-	tab.returnDeleg("h", "f", nil, true)
+	tab.returnDeleg("h", "f", 0, nil, true)
 	if err := tab.awaitDeleg("r", "f", firstBlock, false); err != nil {
 		t.Fatalf("after the return: %v", err)
 	}
 
 	// A holder that stops polling: its failure does not outlive its lease.
-	if !tab.grantWrite("h", "g", false) {
+	if !(tab.grantWrite("h", "g", false) != 0) {
 		t.Fatal("no delegation granted")
 	}
 	go tab.awaitDeleg("r", "g", firstBlock, false)
 	waitFor(t, func() bool { return tab.recalling("g") })
-	if !tab.failReturn("h", "g", full) {
+	if !tab.failReturn("h", "g", 0, full) {
 		t.Fatal("the holder's failure report was not taken")
 	}
 	skew.Add(int64(lease + leaseMargin + time.Second))

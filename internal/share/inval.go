@@ -3,6 +3,7 @@ package share
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,10 @@ type invTable struct {
 	wdelegs    map[string]*wdeleg
 	delegCount atomic.Int32
 	delegFile  string
+	delegSeq   uint64    // the last delegation id given
 	grace      time.Time // until then, listed delegations may be reclaimed
+
+	log *slog.Logger // may be nil
 }
 
 type maker struct {
@@ -50,6 +54,7 @@ type maker struct {
 const echoWindow = 2 * time.Second
 
 type invSession struct {
+	id       string
 	recs     []invRec // oldest first, at most capacity
 	lost     uint64   // records with stamps up to this were dropped
 	lastPoll time.Time
@@ -234,7 +239,7 @@ func (t *invTable) waitAcked(stamp uint64, recalled []*invSession) {
 			if !now.Before(exp) {
 				// Its agent has not asked for a lease: it trusts nothing
 				// now, and will be told to drop everything.
-				s.broken = true
+				t.markBroken(s, now, "a change waited for its acknowledgement")
 				continue
 			}
 			late = append(late, s)
@@ -252,6 +257,16 @@ func (t *invTable) waitAcked(stamp uint64, recalled []*invSession) {
 		case <-ch:
 		case <-time.After(until.Sub(now)):
 		}
+	}
+}
+
+// markBroken notes that callback session s went its lease without asking
+// (t.mu held): it trusts nothing now and will be told to drop everything.
+func (t *invTable) markBroken(s *invSession, now time.Time, why string) {
+	s.broken = true
+	if t.log != nil {
+		t.log.Warn("a callback session went its lease without asking; it will drop everything it cached",
+			"session", s.id, "since_last_poll", now.Sub(s.lastPoll).Round(time.Millisecond), "lease", s.lease, "when", why)
 	}
 }
 
@@ -349,7 +364,7 @@ func (t *invTable) poll(id string, since uint64, max int, callback bool, lease t
 		if len(t.sessions) >= invMaxSession {
 			return nil, t.clock, true, false // no room: the agent revalidates
 		}
-		s = &invSession{}
+		s = &invSession{id: id}
 		t.sessions[id] = s
 		force = true
 	}

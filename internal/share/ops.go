@@ -236,11 +236,11 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	writing := osFlags&(os.O_WRONLY|os.O_RDWR) != 0
 	hid := s.addHandle(&handle{f: f, owner: req.Conn.State.(*session).peer.String(), session: id, conn: req.Conn, rel: rel, flags: r.Flags,
 		writing: writing, gate: gate})
-	deleg := false
+	var deleg uint64
 	if r.Flags&wire.OpenDeleg != 0 && writing && id != "" && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		deleg = s.grantWrite(req, id, rel, r.Flags&wire.OpenReclaim != 0)
 	}
-	resp := wire.OpenResp{Handle: hid, Attr: a, Deleg: deleg}
+	resp := wire.OpenResp{Handle: hid, Attr: a, Deleg: deleg != 0, DelegID: deleg}
 	if r.First == 0 || osFlags&os.O_WRONLY != 0 || a.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return rpc.Reply{Msg: resp}, nil
 	}

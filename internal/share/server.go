@@ -148,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 	s.recoverCommits()
 	s.sweepStages()
 	s.inv = newInvTable(cfg.Now)
+	s.inv.log = cfg.Log
 	s.inv.loadDelegs(cfg.DelegFile)
 	s.rpc = rpc.Server{Handler: rpc.HandlerFunc(s.serveLimited), Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
 	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {

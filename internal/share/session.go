@@ -24,22 +24,23 @@ import (
 // read hold that nothing would recall once the holder keeps its writes
 // back. Such a recall can reach the holder before the open's reply does;
 // the agent applies it to the delegation that reply brings.
-func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) bool {
+func (s *Server) grantWrite(req *rpc.Request, id, rel string, reclaim bool) uint64 {
 	s.mu.Lock()
 	for _, h := range s.handles {
 		if h.rel == rel && h.session != id {
 			s.mu.Unlock()
-			return false
+			return 0
 		}
 	}
 	s.mu.Unlock()
-	if !s.inv.grantWrite(id, rel, reclaim) {
-		return false
+	did := s.inv.grantWrite(id, rel, reclaim)
+	if did == 0 {
+		return 0
 	}
 	// A reclaim too: the share may have revoked the delegation (its
 	// holder's lease ran out) and let others read the file since.
 	s.changed(req, rel)
-	return true
+	return did
 }
 
 // sessionID checks the token of a request that names an agent session
@@ -86,13 +87,13 @@ func (s *Server) delegReturn(req *rpc.Request) (rpc.Reply, error) {
 		if len(r.Message) > wire.MaxReturnMessage {
 			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a failed delegation return may give a reason of at most %d bytes", wire.MaxReturnMessage)
 		}
-		s.inv.failReturn(id, r.Path, s.returnFailure(r.Path, r.Code, r.Message))
+		s.inv.failReturn(id, r.Path, r.ID, s.returnFailure(r.Path, r.Code, r.Message))
 		return rpc.Reply{}, nil
 	}
 	if len(r.Pending) > 1<<16 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a delegation return may name at most 65536 pending ranges")
 	}
-	if s.inv.returnDeleg(id, r.Path, r.Pending, r.Done) {
+	if s.inv.returnDeleg(id, r.Path, r.ID, r.Pending, r.Done) {
 		// The writes of the return were not recalled one by one from
 		// the readers that went ahead meanwhile: once, now.
 		s.changed(req, r.Path)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pando.dev/pando/internal/cache"
@@ -31,6 +32,10 @@ const backDelay = 5 * time.Second
 // wdeleg is a write delegation this agent holds.
 type wdeleg struct {
 	g, share, rel, key string
+	// id names the delegation at the share (wire.OpenResp.DelegID): a
+	// recall of an earlier one of the same file is not this one's, and
+	// this one's return leaves a later one alone.
+	id atomic.Uint64
 
 	mu        sync.Mutex          // serialises write-backs of the file
 	returning bool                // recalled or given up: closes write back again
@@ -61,9 +66,12 @@ func (v *FS) noteDeleg(p, key string, f *client.File) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if d := v.wdelegs[p]; d != nil && d.key == key && !d.returning {
+		d.id.Store(f.DelegID()) // the same one, or the share's newer one
 		return
 	}
-	v.wdelegs[p] = &wdeleg{g: p, share: loc.Share, rel: loc.Rel, key: key}
+	d := &wdeleg{g: p, share: loc.Share, rel: loc.Rel, key: key}
+	d.id.Store(f.DelegID())
+	v.wdelegs[p] = d
 	v.delegsGranted++
 	v.log.Debug("write delegation granted", "path", p)
 }
@@ -190,7 +198,8 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 			return nil
 		}
 	}
-	err := v.writeRanges(ctx, d, v.cache.Dirty(d.key), nil)
+	ranges, mark := v.cache.DirtyAt(d.key)
+	err := v.writeRanges(ctx, d, ranges, mark, nil)
 	refused := dropped(err)
 	switch {
 	case refused:
@@ -212,7 +221,7 @@ func (v *FS) sendBack(d *wdeleg, giveUp bool) error {
 	if giveUp {
 		v.dropDeleg(d)
 		if err == nil || refused {
-			if rerr := v.c.DelegReturn(ctx, d.g, nil, true); err == nil {
+			if rerr := v.c.DelegReturn(ctx, d.g, d.id.Load(), nil, true); err == nil {
 				err = rerr
 			}
 		}
@@ -244,9 +253,11 @@ func (v *FS) dropDeleg(d *wdeleg) {
 // here (sent later, it would otherwise carry the time it reached the
 // share, and other agents would see another mtime than this one's programs
 // saw): the share's file is the old version until all of it is there, and
-// stays so if the write-back fails. first, if set (a recall), runs once
-// the data is committed, with nothing left pending.
-func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, first func(rest []cache.Range) error) error {
+// stays so if the write-back fails. The ranges were dirty at mark
+// (cache.DirtyAt): what the file's programs write meanwhile stays dirty.
+// first, if set (a recall), runs once the data is committed, with nothing
+// left pending.
+func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, mark uint64, first func(rest []cache.Range) error) error {
 	stage, _ := v.cache.StageOf(d.key)
 	if len(ranges) == 0 && first == nil && !v.cache.IsCut(d.key) && stage == "" {
 		return nil
@@ -276,7 +287,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, f
 	// What this agent wrote is recorded before the share hears of it:
 	// after a crash from here, the share's new version is not taken for
 	// another agent's change.
-	v.cache.MarkClean(d.key, ranges, a.Version, a.Size)
+	v.cache.MarkClean(d.key, ranges, mark, a.Version, a.Size)
 	if err := v.cache.Persist(d.key); err != nil {
 		v.log.Warn("cannot record in the cache that data reached the share", "path", d.g, "err", err)
 	}

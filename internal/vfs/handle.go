@@ -374,7 +374,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, a.Version, a.Size)
+		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, cache.AllWrites, a.Version, a.Size)
 		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}

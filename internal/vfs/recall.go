@@ -106,9 +106,11 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	if gs := v.globals(pl.share, r.Path); len(gs) > 0 {
 		g = gs[0]
 	}
-	if d == nil {
-		// Not held here (any more): nothing to send.
-		_ = v.c.DelegReturn(ctx, g, nil, true)
+	if d == nil || r.ID != 0 && d.id.Load() != r.ID {
+		// Not held here (any more), or the recall of an earlier
+		// delegation of the file, given back already: nothing to send,
+		// and the one held now (if any) stays.
+		_ = v.c.DelegReturn(ctx, g, r.ID, nil, true)
 		return
 	}
 	v.mu.Lock()
@@ -129,7 +131,7 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	if !held {
 		// A recall sent again after the first was answered.
 		d.mu.Unlock()
-		_ = v.c.DelegReturn(ctx, d.g, nil, true)
+		_ = v.c.DelegReturn(ctx, d.g, d.id.Load(), nil, true)
 		return
 	}
 	d.returning = true
@@ -145,14 +147,15 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 		d.prio = nil
 		v.mu.Unlock()
 	}()
-	ranges := orderWanted(v.cache.Dirty(d.key), r)
+	dirty, mark := v.cache.DirtyAt(d.key)
+	ranges := orderWanted(dirty, r)
 	v.log.Debug("write delegation recalled", "path", d.g, "want", r, "ranges", ranges)
-	err := v.writeRanges(ctx, d, ranges, func(rest []cache.Range) error {
+	err := v.writeRanges(ctx, d, ranges, mark, func(rest []cache.Range) error {
 		pending := make([]wire.ByteRange, len(rest))
 		for i, x := range rest {
 			pending[i] = wire.ByteRange{Off: x.Off, Len: x.Len}
 		}
-		return v.c.DelegReturn(ctx, d.g, pending, len(rest) == 0)
+		return v.c.DelegReturn(ctx, d.g, d.id.Load(), pending, len(rest) == 0)
 	})
 	if dropped(err) {
 		// Refused for good: nothing to send, now or later. The other
@@ -161,7 +164,7 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 		v.refuse(ctx, d.key, d.g, nil, err)
 		v.noteSent(d.key)
 		d.mu.Unlock()
-		_ = v.c.DelegReturn(ctx, d.g, nil, true)
+		_ = v.c.DelegReturn(ctx, d.g, d.id.Load(), nil, true)
 		v.invalidate(d.g)
 		return
 	}
@@ -176,18 +179,18 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 		v.noteSendFailure(d.key, d.g, err)
 		v.log.Warn("cannot write back a recalled file; its data stays in the cache", "path", d.g, "err", err)
 		if code := failCode(err); code != 0 && ctx.Err() == nil {
-			if ferr := v.c.DelegFail(ctx, d.g, code, reason(err)); ferr != nil {
+			if ferr := v.c.DelegFail(ctx, d.g, d.id.Load(), code, reason(err)); ferr != nil {
 				v.log.Warn("cannot tell the share why a recalled file cannot be written back", "path", d.g, "err", ferr)
 			}
 		}
 		return
 	}
+	// writeRanges gave the delegation back (the return with nothing
+	// pending): returning it again here once ended the next delegation
+	// of the file, granted to this agent in between.
 	v.noteSent(d.key)
 	v.dropDeleg(d)
 	d.mu.Unlock()
-	if err := v.c.DelegReturn(ctx, d.g, nil, true); err != nil {
-		v.log.Warn("cannot return a write delegation", "path", d.g, "err", err)
-	}
 	v.log.Debug("write delegation returned", "path", d.g, "dirty left", v.cache.Dirty(d.key))
 	v.invalidate(d.g)
 }
@@ -280,6 +283,7 @@ func (v *FS) reclaim(d *wdeleg) {
 	dirty := v.cache.Unsent(d.key)
 	switch {
 	case err == nil && f.Deleg() && (f.Attr().Version == base || !dirty):
+		d.id.Store(f.DelegID())
 		v.log.Info("write delegation reclaimed", "path", d.g)
 		return
 	case err == nil && (f.Attr().Version == base || !dirty):

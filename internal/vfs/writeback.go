@@ -21,7 +21,7 @@ import (
 // (ahead.go) is in the file's named stage, which this commits.
 func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle, sync bool) error {
 	h.waitOpen(ctx)
-	ranges := v.cache.Dirty(key)
+	ranges, mark := v.cache.DirtyAt(key)
 	cut := v.cache.IsCut(key)
 	stage, _ := v.cache.StageOf(key)
 	if len(ranges) == 0 && !cut && stage == "" {
@@ -51,7 +51,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle, sync bool)
 		return err
 	}
 	fault.Crash("vfs.writeback.before-markclean")
-	v.cache.MarkClean(key, ranges, a.Version, a.Size)
+	v.cache.MarkClean(key, ranges, mark, a.Version, a.Size)
 	v.setOwn(p, a, d)
 	v.mu.Lock()
 	v.opened[key] = a.Version

@@ -177,6 +177,7 @@ type Recall struct {
 	Path string `cbor:"1,keyasint"`
 	Off  int64  `cbor:"2,keyasint"`
 	Len  int64  `cbor:"3,keyasint"`
+	ID   uint64 `cbor:"4,keyasint,omitempty"` // the delegation recalled (OpenResp.DelegID)
 }
 
 // DelegReturnReq returns a write delegation the share recalled, in one or
@@ -199,6 +200,11 @@ type DelegReturnReq struct {
 	Done    bool        `cbor:"5,keyasint,omitempty"`
 	Code    Code        `cbor:"6,keyasint,omitempty"`
 	Message string      `cbor:"7,keyasint,omitempty"`
+	// ID names the delegation returned (OpenResp.DelegID): a return of
+	// one the share has taken back already (answered twice, or sent
+	// late) leaves a later delegation of the same file alone. 0 returns
+	// whichever the session holds on Path.
+	ID uint64 `cbor:"8,keyasint,omitempty"`
 }
 
 // MaxReturnMessage bounds DelegReturnReq.Message.
@@ -345,6 +351,10 @@ type OpenResp struct {
 	// Ranges (OpStage with a name): what the stage holds already, sorted
 	// and disjoint (none for a stage made by this request).
 	Ranges []ByteRange `cbor:"5,keyasint,omitempty"`
+	// DelegID names the write delegation granted (Deleg): a recall of it
+	// and its return carry it, so that neither is taken for another
+	// delegation of the same file granted later (NFSv4's stateid).
+	DelegID uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // HandleReq names an open handle.
