@@ -22,10 +22,9 @@ import (
 // litmusSuites are the suites of the WebDAV compliance suite litmus.
 var litmusSuites = []string{"basic", "copymove", "props", "locks", "http"}
 
-// litmusKnown are the tests known to fail, and why (docs/gateways.md).
-var litmusKnown = map[string]string{
-	"lock_shared": "golang.org/x/net/webdav takes exclusive locks only (501 for a shared one)",
-}
+// litmusKnown are the tests known to fail, and why (docs/gateways.md):
+// none.
+var litmusKnown = map[string]string{}
 
 // TestWebDAVLitmus runs litmus against pando serve webdav's front end,
 // signed in as alice with a password over TLS, and reports its counts.

@@ -18,10 +18,11 @@ import (
 // held through the mount, another gateway or another agent makes the
 // LOCK fail with 423, and a WebDAV lock holds them off in turn. The lock
 // tokens, depth-infinity locks of collections and locks of names not
-// made yet (lock-null) are this gateway's own (golang.org/x/net/webdav's
-// in-memory lock system).
+// made yet (lock-null) are this gateway's own (lockTable). A shared WebDAV
+// lock of a file takes a whole-file read lock, so that several can be
+// held at once, and none beside a write lock.
 type gridLocks struct {
-	mem  webdav.LockSystem
+	mem  *lockTable
 	mu   sync.Mutex
 	held map[string]*gridLock // by token
 	done chan struct{}
@@ -33,7 +34,7 @@ type gridLock struct {
 }
 
 func newGridLocks() *gridLocks {
-	g := &gridLocks{mem: webdav.NewMemLS(), held: map[string]*gridLock{}, done: make(chan struct{})}
+	g := &gridLocks{mem: newLockTable(), held: map[string]*gridLock{}, done: make(chan struct{})}
 	go g.expire()
 	return g
 }
@@ -77,14 +78,16 @@ func (g *gridLocks) close() {
 	}
 }
 
-// davLS is the lock system of one request, made with its user's vfs.
+// davLS is the lock system of one request, made with its user's vfs;
+// shared: the request is a LOCK asking for a shared lock (sharedLock).
 type davLS struct {
-	g  *gridLocks
-	fs *davFS
+	g      *gridLocks
+	fs     *davFS
+	shared bool
 }
 
 func (l davLS) Confirm(now time.Time, name0, name1 string, conditions ...webdav.Condition) (func(), error) {
-	return l.g.mem.Confirm(now, name0, name1, conditions...)
+	return l.g.mem.confirm(now, name0, name1, conditions...)
 }
 
 func expiry(now time.Time, d time.Duration) time.Time {
@@ -95,7 +98,7 @@ func expiry(now time.Time, d time.Duration) time.Time {
 }
 
 func (l davLS) Create(now time.Time, details webdav.LockDetails) (string, error) {
-	tok, err := l.g.mem.Create(now, details)
+	tok, err := l.g.mem.create(now, details, l.shared)
 	if err != nil {
 		return tok, err
 	}
@@ -108,14 +111,19 @@ func (l davLS) Create(now time.Time, details webdav.LockDetails) (string, error)
 	if err != nil || a.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return tok, nil // a collection, or a name not made yet: this gateway's lock only
 	}
+	kind := wire.LockWrite
+	if l.shared {
+		kind = wire.LockRead // several at once; none beside a write lock
+	}
+	// Shared or not, a WebDAV lock is a write lock: it needs the right.
 	h, err := l.fs.v.Open(ctx, p, syscall.O_RDWR)
 	if err == nil {
-		if err = h.Lock(ctx, vfs.LockRange{Type: wire.LockWrite}, false, nil, true); err != nil {
+		if err = h.Lock(ctx, vfs.LockRange{Type: kind}, false, nil, true); err != nil {
 			h.Release(ctx)
 		}
 	}
 	if err != nil {
-		l.g.mem.Unlock(now, tok)
+		l.g.mem.unlock(now, tok)
 		if wire.CodeOf(err) == wire.CodeLocked || Errno(err) == syscall.EAGAIN {
 			return "", webdav.ErrLocked
 		}
@@ -128,7 +136,7 @@ func (l davLS) Create(now time.Time, details webdav.LockDetails) (string, error)
 }
 
 func (l davLS) Refresh(now time.Time, token string, d time.Duration) (webdav.LockDetails, error) {
-	ld, err := l.g.mem.Refresh(now, token, d)
+	ld, err := l.g.mem.refresh(now, token, d)
 	if err == nil {
 		l.g.mu.Lock()
 		if gl := l.g.held[token]; gl != nil {
@@ -140,7 +148,7 @@ func (l davLS) Refresh(now time.Time, token string, d time.Duration) (webdav.Loc
 }
 
 func (l davLS) Unlock(now time.Time, token string) error {
-	err := l.g.mem.Unlock(now, token)
+	err := l.g.mem.unlock(now, token)
 	l.g.mu.Lock()
 	gl := l.g.held[token]
 	delete(l.g.held, token)

@@ -226,8 +226,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fsys := &davFS{v: v}
-		h := &webdav.Handler{FileSystem: fsys, LockSystem: davLS{s.locks, fsys}}
-		h.ServeHTTP(&davStatus{ResponseWriter: w, fs: fsys, s: s}, r)
+		ls := davLS{g: s.locks, fs: fsys, shared: sharedLock(r)}
+		h := &webdav.Handler{FileSystem: fsys, LockSystem: ls}
+		out := &davStatus{ResponseWriter: w, fs: fsys, s: s}
+		if r.Method != "LOCK" {
+			h.ServeHTTP(out, r)
+			break
+		}
+		reply := &sharedReply{ResponseWriter: out, shared: func() bool { return s.locks.mem.isShared(lockTokenOf(w.Header(), r)) }}
+		h.ServeHTTP(reply, r)
+		_ = reply.finish()
 	case r.Method == http.MethodPut:
 		s.put(ctx, w, r, v, user, p)
 	case r.Method == "MKCOL":
