@@ -3,8 +3,10 @@ package auth
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -31,6 +33,10 @@ type Token struct {
 	// token on the principal's behalf (a third-party transfer's source
 	// pushing to this token's share).
 	Proxy string `cbor:"8,keyasint,omitempty"`
+	// SignIn marks a person's sign-in token for gateways (pando token
+	// create): it names the principal and nothing else, and no share
+	// takes it.
+	SignIn bool `cbor:"9,keyasint,omitempty"`
 }
 
 // Token errors.
@@ -130,4 +136,27 @@ func VerifyToken(pub ed25519.PublicKey, b []byte, now time.Time) (*Token, error)
 		return nil, fmt.Errorf("%w: root: %v", ErrTokenInvalid, err)
 	}
 	return &t, nil
+}
+
+// SignInPrefix starts the text form of a sign-in token.
+const SignInPrefix = "pando-signin."
+
+// EncodeSignIn is the text form of a signed sign-in token, for an HTTP
+// Authorization header ("Bearer " and this).
+func EncodeSignIn(signed []byte) string {
+	return SignInPrefix + base64.RawURLEncoding.EncodeToString(signed)
+}
+
+// DecodeSignIn reads the text form of a sign-in token (not checked: the
+// controller checks it).
+func DecodeSignIn(s string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(s), SignInPrefix)
+	if !ok || len(rest) > MaxTokenSize*4/3+4 {
+		return nil, fmt.Errorf("%w: not a sign-in token (pando token create makes one)", ErrTokenInvalid)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a sign-in token (pando token create makes one)", ErrTokenInvalid)
+	}
+	return b, nil
 }

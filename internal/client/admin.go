@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"time"
 
 	"pando.dev/pando/internal/wire"
 )
@@ -95,5 +96,20 @@ func (c *Client) ACLSet(ctx context.Context, prefix string, entries []wire.ACLEn
 func (c *Client) Status(ctx context.Context) (wire.StatusResp, error) {
 	var r wire.StatusResp
 	err := c.ControllerCall(ctx, wire.OpStatus, wire.Empty{}, &r)
+	return r, err
+}
+
+// TokenCreate asks the controller for a sign-in token of this client's
+// user, for gateways, valid for ttl (0: the controller's default).
+func (c *Client) TokenCreate(ctx context.Context, ttl time.Duration) (wire.TokenCreateResp, error) {
+	var r wire.TokenCreateResp
+	err := c.ControllerCall(ctx, wire.OpTokenCreate, wire.TokenCreateReq{TTL: int64(ttl)}, &r)
+	return r, err
+}
+
+// TokenCheck asks the controller, for a gateway, whose sign-in token tok is.
+func (c *Client) TokenCheck(ctx context.Context, tok []byte) (wire.TokenCheckResp, error) {
+	var r wire.TokenCheckResp
+	err := c.ControllerCall(ctx, wire.OpTokenCheck, wire.TokenCheckReq{Token: tok}, &r)
 	return r, err
 }

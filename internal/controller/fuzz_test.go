@@ -85,6 +85,9 @@ func controllerSeeds(f *testing.F) {
 		{wire.OpACLSet, wire.ACLSetReq{Path: "/fz/data/secret", Entries: []wire.ACLEntry{{Who: "alice", Rights: "all"}}}},
 		{wire.OpACLSet, wire.ACLSetReq{Path: "/", Entries: []wire.ACLEntry{{Who: "group:staff", Rights: "a"}}, Replace: true}},
 		{wire.OpWatch, wire.Empty{}},
+		{wire.OpTokenCreate, wire.TokenCreateReq{TTL: int64(time.Hour)}},
+		{wire.OpTokenCreate, wire.TokenCreateReq{TTL: -1}},
+		{wire.OpTokenCheck, wire.TokenCheckReq{Token: []byte("not a token")}},
 	} {
 		b, err := wire.Marshal(s.msg)
 		if err != nil {

@@ -52,6 +52,10 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.watch(ctx, p, req)
 	case wire.OpMountWatch:
 		return c.mountWatch(ctx, req)
+	case wire.OpTokenCreate:
+		return c.tokenCreate(ctx, p, req)
+	case wire.OpTokenCheck:
+		return c.tokenCheck(ctx, p, req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
 }

@@ -26,6 +26,9 @@ import (
 //
 //   - a TLS client certificate the domain's CA issued to a user (the
 //     certificate of the user's own credential bundle);
+//   - a sign-in token (pando token create) as "Authorization: Bearer
+//     TOKEN", which the controller checks (signin.go), only over TLS or
+//     on loopback with --insecure;
 //   - HTTP Basic authentication with a user name and a password of the
 //     gateway's password file (only over TLS, or on loopback with
 //     --insecure), kept as PBKDF2-SHA256 hashes.
@@ -229,6 +232,12 @@ func (a *Authenticator) User(r *http.Request) (string, error) {
 			return "", fmt.Errorf("the certificate of %s is no user's of domain %s", id, a.g.Domain())
 		}
 		return id.Name, nil
+	}
+	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
+		if r.TLS == nil && !a.PlainOK {
+			return "", errors.New("sign-in tokens are taken only over TLS")
+		}
+		return a.g.checkSignIn(r.Context(), h[7:])
 	}
 	user, pw, ok := r.BasicAuth()
 	if !ok {

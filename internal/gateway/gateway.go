@@ -63,6 +63,8 @@ type Gateway struct {
 
 	// Counters count the requests of the gateway's front ends.
 	Counters web.Counters
+
+	signIns signIns
 }
 
 type userFS struct {
@@ -349,6 +351,7 @@ func (g *Gateway) Close() {
 	for _, s := range servers {
 		s.Close()
 	}
+	g.closeSignIns()
 	g.mu.Lock()
 	users := g.users
 	g.users, g.closed = nil, true

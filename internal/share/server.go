@@ -349,6 +349,9 @@ func (s *Server) authenticate(req *rpc.Request) (rpc.Reply, error) {
 		ss.inv = ss.peer.String() + "/" + r.Session
 		ss.mu.Unlock()
 	}
+	if t.SignIn {
+		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "a sign-in token is for gateways; a share takes the tokens the controller gives for it (pando resolves them)")
+	}
 	if t.Share != s.cfg.Name {
 		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token is for share %q, not %q", t.Share, s.cfg.Name)
 	}

@@ -188,3 +188,31 @@ type WhoAmIResp struct {
 	// with the client's to find clock skew.
 	Now int64 `cbor:"4,keyasint,omitempty"`
 }
+
+// TokenCreateReq asks the controller for a sign-in token of the caller's
+// (a user): a bearer token that gateways take instead of a certificate or
+// a password, for TTL nanoseconds (0: the default, 8 hours; at most 30
+// days). It grants nothing at a share.
+type TokenCreateReq struct {
+	TTL int64 `cbor:"1,keyasint,omitempty"`
+}
+
+// TokenCreateResp is the sign-in token, and when it expires (unix
+// nanoseconds).
+type TokenCreateResp struct {
+	Token   []byte `cbor:"1,keyasint"`
+	Expires int64  `cbor:"2,keyasint"`
+}
+
+// TokenCheckReq asks the controller, for a gateway, whose sign-in token
+// Token is.
+type TokenCheckReq struct {
+	Token []byte `cbor:"1,keyasint"`
+}
+
+// TokenCheckResp names the user of a valid sign-in token, and when it
+// expires (unix nanoseconds).
+type TokenCheckResp struct {
+	User    string `cbor:"1,keyasint"`
+	Expires int64  `cbor:"2,keyasint"`
+}

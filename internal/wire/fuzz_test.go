@@ -67,6 +67,8 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpWhoAmI:        {func() any { return &Empty{} }, func() any { return &WhoAmIResp{} }},
 	OpStatus:        {func() any { return &Empty{} }, func() any { return &StatusResp{} }},
 	OpMountWatch:    {func() any { return &Empty{} }, func() any { return &MountListResp{} }},
+	OpTokenCreate:   {func() any { return &TokenCreateReq{} }, func() any { return &TokenCreateResp{} }},
+	OpTokenCheck:    {func() any { return &TokenCheckReq{} }, func() any { return &TokenCheckResp{} }},
 }
 
 func TestEveryOpIsFuzzed(t *testing.T) {

@@ -90,6 +90,8 @@ const (
 	OpWhoAmI        Op = 112 // Empty -> WhoAmIResp
 	OpStatus        Op = 113 // Empty -> StatusResp, administrators only
 	OpMountWatch    Op = 114 // Empty -> stream of Notify(MountListResp): the table now, then each new one
+	OpTokenCreate   Op = 115 // TokenCreateReq -> TokenCreateResp, users only
+	OpTokenCheck    Op = 116 // TokenCheckReq -> TokenCheckResp, gateways only
 )
 
 var opNames = map[Op]string{
@@ -103,6 +105,7 @@ var opNames = map[Op]string{
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
 	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status", OpMountWatch: "mount-watch",
+	OpTokenCreate: "token-create", OpTokenCheck: "token-check",
 }
 
 func (o Op) String() string {
@@ -119,7 +122,7 @@ func (o Op) Idempotent() bool {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn,
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
-		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus:
+		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck:
 		return true
 	}
 	return false

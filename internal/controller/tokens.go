@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/rpc"
+	"pando.dev/pando/internal/store"
+	"pando.dev/pando/internal/wire"
+)
+
+// Sign-in tokens (pando token create): a person proves who they are to a
+// gateway with a token the controller signed, instead of a certificate
+// or a password. The token names the user and when it ends, and grants
+// nothing at a share (auth.Token.SignIn; shares refuse it). A gateway
+// asks the controller whose a token is (token-check); the controller
+// answers only while the user is known and not revoked, and only for
+// tokens issued since the user was (re-)added, so that revoking a user
+// voids their sign-in tokens too.
+
+// Lifetimes of sign-in tokens.
+const (
+	signInDefault = 8 * time.Hour
+	signInMax     = 30 * 24 * time.Hour
+)
+
+// tokenCreate signs a sign-in token for the calling user.
+func (c *Controller) tokenCreate(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.TokenCreateReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	ttl := time.Duration(r.TTL)
+	switch {
+	case ttl == 0:
+		ttl = signInDefault
+	case ttl < time.Second || ttl > signInMax:
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "a sign-in token lives from 1s to %s; ask for a --ttl in between", signInMax)
+	}
+	if _, err := c.subject(ctx, p); err != nil {
+		return rpc.Reply{}, err
+	}
+	now := time.Now()
+	t := &auth.Token{ID: newID(), Principal: p.id.String(), Issued: now, Expires: now.Add(ttl), SignIn: true}
+	signed, err := auth.SignToken(c.keys.tokenKey, t)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
+	return rpc.Reply{Msg: wire.TokenCreateResp{Token: signed, Expires: t.Expires.UnixNano()}}, nil
+}
+
+// tokenCheck tells a gateway whose sign-in token it was given.
+func (c *Controller) tokenCheck(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.TokenCheckReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if p.id.Role != auth.RoleGateway {
+		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "%s is not a gateway: only gateways check sign-in tokens", p.id)
+	}
+	t, err := auth.VerifyToken(c.keys.tokenPub, r.Token, time.Now())
+	if err != nil {
+		code := wire.CodeTokenInvalid
+		if errors.Is(err, auth.ErrTokenExpired) {
+			code = wire.CodeTokenExpired
+		}
+		return rpc.Reply{}, &wire.Error{Code: code, Message: "the sign-in token was refused: " + err.Error()}
+	}
+	name, domain, _ := strings.Cut(t.Principal, "@")
+	if !t.SignIn || auth.ValidName(name) != nil || domain != c.keys.domain {
+		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token is no sign-in token of a user of domain %s", c.keys.domain)
+	}
+	v, err := c.st.Get(ctx, pfxUser+name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return rpc.Reply{}, err
+	}
+	var u userRec
+	if v == nil || wire.Unmarshal(v, &u) != nil || u.Gateway {
+		return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "user %s is not known to the controller", t.Principal)
+	}
+	if u.Revoked != 0 || t.Issued.UnixNano() < u.Created {
+		return rpc.Reply{}, wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked", t.Principal)
+	}
+	return rpc.Reply{Msg: wire.TokenCheckResp{User: name, Expires: t.Expires.UnixNano()}}, nil
+}

@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/wire"
+)
+
+// Sign-in tokens (pando token create) at a gateway: the controller says
+// whose a token is, and the gateway remembers the answer for a minute at
+// most (and never past the token's end), so that a client's every request
+// costs no round trip. A user revoked meanwhile gets no share tokens from
+// the controller any more, through the gateway either.
+
+// signInCheck is how long a checked sign-in token is trusted without
+// asking the controller again.
+const signInCheck = time.Minute
+
+type signIns struct {
+	mu  sync.Mutex
+	cl  *client.Client // the gateway's own, to ask the controller
+	ok  map[[32]byte]signIn
+	bad map[[32]byte]time.Time // refused lately: not asked again at once
+}
+
+type signIn struct {
+	user  string
+	until time.Time
+}
+
+// checkSignIn returns the user whose sign-in token (text form) tok is.
+func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
+	raw, err := auth.DecodeSignIn(tok)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	s := &g.signIns
+	now := time.Now()
+	s.mu.Lock()
+	if e, ok := s.ok[sum]; ok && now.Before(e.until) {
+		s.mu.Unlock()
+		return e.user, nil
+	}
+	if at, ok := s.bad[sum]; ok && now.Sub(at) < 5*time.Second {
+		s.mu.Unlock()
+		return "", errors.New("the sign-in token was refused; make a new one with pando token create")
+	}
+	if s.cl == nil {
+		cl, err := client.New(g.cfg.Client, client.Options{Log: g.cfg.Log})
+		if err != nil {
+			s.mu.Unlock()
+			return "", fmt.Errorf("the gateway cannot reach its controller: %w", err)
+		}
+		s.cl = cl
+	}
+	cl := s.cl
+	s.mu.Unlock()
+	r, err := cl.TokenCheck(ctx, raw)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ok) > 10000 || len(s.bad) > 10000 {
+		clear(s.ok)
+		clear(s.bad)
+	}
+	if s.ok == nil {
+		s.ok, s.bad = make(map[[32]byte]signIn), make(map[[32]byte]time.Time)
+	}
+	if err != nil {
+		switch wire.CodeOf(err) {
+		case wire.CodeTokenInvalid, wire.CodeTokenExpired, wire.CodeTokenRevoked, wire.CodeNotRegistered:
+			s.bad[sum] = now
+			var we *wire.Error
+			if errors.As(err, &we) {
+				return "", errors.New(we.Message)
+			}
+		}
+		return "", fmt.Errorf("checking the sign-in token with the controller: %w", err)
+	}
+	until := now.Add(signInCheck)
+	if end := time.Unix(0, r.Expires); end.Before(until) {
+		until = end
+	}
+	s.ok[sum] = signIn{user: r.User, until: until}
+	return r.User, nil
+}
+
+// closeSignIns ends the gateway's own client.
+func (g *Gateway) closeSignIns() {
+	g.signIns.mu.Lock()
+	cl := g.signIns.cl
+	g.signIns.cl = nil
+	g.signIns.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
