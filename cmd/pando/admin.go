@@ -136,6 +136,7 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 			return c.UserRevoke(cmd.Context(), args[0])
 		}),
 	})
+	cmd.AddCommand(newUserCredsCmds(g)...)
 	return cmd
 }
 

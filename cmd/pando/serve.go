@@ -30,10 +30,10 @@ type gatewayFlags struct {
 
 func (f *gatewayFlags) add(cmd *cobra.Command, addr string, s3 bool) {
 	if s3 {
-		cmd.Flags().StringVar(&f.s3Keys, "keys", "", "the S3 access key file (pando serve s3-key; required)")
+		cmd.Flags().StringVar(&f.s3Keys, "keys", "", "an S3 access key file (pando serve s3-key) instead of the keys the controller keeps (pando user s3-key)")
 		cmd.Flags().StringVar(&f.hostSuffix, "host-suffix", "", "also take virtual-host-style requests: the bucket named in the host name BUCKET.SUFFIX")
 	} else {
-		cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) whose users may sign in with HTTP Basic authentication over TLS")
+		cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) instead of the passwords the controller keeps (pando user passwd), for HTTP Basic authentication over TLS")
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", addr, "address to listen on")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
@@ -88,11 +88,10 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string)
 	}
 	var keys *gateway.S3Keys
 	if proto == "s3" {
-		if f.s3Keys == "" {
-			return nil, nil, "", cli.Usagef("the S3 gateway needs an access key file: --keys FILE (make keys with pando serve s3-key --keys FILE USER)")
-		}
-		if keys, err = gateway.OpenS3Keys(f.s3Keys); err != nil {
-			return nil, nil, "", err
+		if f.s3Keys != "" {
+			if keys, err = gateway.OpenS3Keys(f.s3Keys); err != nil {
+				return nil, nil, "", err
+			}
 		}
 	}
 	gw, err := gateway.New(cfg)

@@ -113,3 +113,29 @@ func (c *Client) TokenCheck(ctx context.Context, tok []byte) (wire.TokenCheckRes
 	err := c.ControllerCall(ctx, wire.OpTokenCheck, wire.TokenCheckReq{Token: tok}, &r)
 	return r, err
 }
+
+// UserPasswd sets the gateway password of user name ("": this client's).
+func (c *Client) UserPasswd(ctx context.Context, name, password string) error {
+	return c.ControllerCall(ctx, wire.OpUserPasswd, wire.UserPasswdReq{Name: name, Password: password}, nil)
+}
+
+// PasswordCheck asks the controller, for a gateway, whether password is
+// user name's.
+func (c *Client) PasswordCheck(ctx context.Context, name, password string) error {
+	return c.ControllerCall(ctx, wire.OpPasswordCheck, wire.UserPasswdReq{Name: name, Password: password}, nil)
+}
+
+// S3KeyCreate makes an S3 access key for user name ("": this client's).
+func (c *Client) S3KeyCreate(ctx context.Context, name string) (wire.S3KeyResp, error) {
+	var r wire.S3KeyResp
+	err := c.ControllerCall(ctx, wire.OpS3KeyCreate, wire.S3KeyReq{Name: name}, &r)
+	return r, err
+}
+
+// S3KeyGet asks the controller, for a gateway, whose access key access is
+// and its secret.
+func (c *Client) S3KeyGet(ctx context.Context, access string) (wire.S3KeyResp, error) {
+	var r wire.S3KeyResp
+	err := c.ControllerCall(ctx, wire.OpS3KeyGet, wire.S3KeyReq{Access: access}, &r)
+	return r, err
+}

@@ -56,6 +56,14 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.tokenCreate(ctx, p, req)
 	case wire.OpTokenCheck:
 		return c.tokenCheck(ctx, p, req)
+	case wire.OpUserPasswd:
+		return c.userPasswd(ctx, p, req)
+	case wire.OpPasswordCheck:
+		return c.passwordCheck(ctx, p, req)
+	case wire.OpS3KeyCreate:
+		return c.s3KeyCreate(ctx, p, req)
+	case wire.OpS3KeyGet:
+		return c.s3KeyGet(ctx, p, req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
 }
@@ -502,20 +510,31 @@ func (c *Controller) aclSet(ctx context.Context, p *peer, req *rpc.Request) (rpc
 
 // watch streams revocations to a share until its connection ends.
 func (c *Controller) watch(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
-	if p.id.Role != auth.RoleShare {
-		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "only shares watch for revocations")
+	if p.id.Role != auth.RoleShare && p.id.Role != auth.RoleGateway {
+		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "only shares and gateways watch for revocations")
 	}
-	w := &watcher{share: p.id.Name, ch: make(chan wire.Revocation, 256)}
+	share := p.id.Role == auth.RoleShare
+	w := &watcher{who: p.id.String(), ch: make(chan wire.Revocation, 256)}
+	if share {
+		w.share = p.id.Name
+	}
 	c.mu.Lock()
 	c.watchers[w] = struct{}{}
-	c.online[w.share]++
+	if share {
+		c.online[w.share]++
+	}
 	c.mu.Unlock()
-	c.markOnline(ctx)
+	if share {
+		c.markOnline(ctx)
+	}
 	defer func() {
 		c.mu.Lock()
 		delete(c.watchers, w)
-		c.online[w.share]--
-		gone := c.online[w.share] == 0
+		gone := false
+		if share {
+			c.online[w.share]--
+			gone = c.online[w.share] == 0
+		}
 		c.mu.Unlock()
 		if gone {
 			c.markOffline(w.share)

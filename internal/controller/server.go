@@ -64,7 +64,8 @@ type Controller struct {
 }
 
 type watcher struct {
-	share string
+	share string // "" for a gateway
+	who   string
 	ch    chan wire.Revocation
 }
 
@@ -250,7 +251,7 @@ func (c *Controller) broadcast(r wire.Revocation) {
 		select {
 		case w.ch <- r:
 		default:
-			c.log.Warn("share is not keeping up with revocations; it will resync", "share", w.share)
+			c.log.Warn("a watcher is not keeping up with revocations; it will resync", "watcher", w.who)
 		}
 	}
 }

@@ -41,7 +41,18 @@ type userRec struct {
 	// Gateway: the name is a gateway's, whose certificates carry the
 	// gateway role; it has no rights of its own.
 	Gateway bool `cbor:"6,keyasint,omitempty"`
+	// Password is the user's gateway password, as auth.HashPassword
+	// stores it ("": none).
+	Password string `cbor:"7,keyasint,omitempty"`
+	// Since is when the user was last added again after a revocation
+	// (unix ns; 0: never): credentials the controller keeps or signed
+	// for the user before then (sign-in tokens, S3 keys) are void.
+	Since int64 `cbor:"8,keyasint,omitempty"`
 }
+
+// validFrom is when the user's present life began: credentials made
+// before it are void.
+func (u *userRec) validFrom() int64 { return max(u.Created, u.Since) }
 
 type shareRec struct {
 	Name       string   `cbor:"1,keyasint"`

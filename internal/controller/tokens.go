@@ -58,8 +58,8 @@ func (c *Controller) tokenCheck(ctx context.Context, p *peer, req *rpc.Request) 
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
-	if p.id.Role != auth.RoleGateway {
-		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "%s is not a gateway: only gateways check sign-in tokens", p.id)
+	if err := onlyGateway(p, "check sign-in tokens"); err != nil {
+		return rpc.Reply{}, err
 	}
 	t, err := auth.VerifyToken(c.keys.tokenPub, r.Token, time.Now())
 	if err != nil {
@@ -73,16 +73,37 @@ func (c *Controller) tokenCheck(ctx context.Context, p *peer, req *rpc.Request) 
 	if !t.SignIn || auth.ValidName(name) != nil || domain != c.keys.domain {
 		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "the token is no sign-in token of a user of domain %s", c.keys.domain)
 	}
-	v, err := c.st.Get(ctx, pfxUser+name)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	u, err := c.liveUser(ctx, name)
+	if err != nil {
 		return rpc.Reply{}, err
 	}
-	var u userRec
-	if v == nil || wire.Unmarshal(v, &u) != nil || u.Gateway {
-		return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "user %s is not known to the controller", t.Principal)
-	}
-	if u.Revoked != 0 || t.Issued.UnixNano() < u.Created {
+	if t.Issued.UnixNano() < u.validFrom() {
 		return rpc.Reply{}, wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked", t.Principal)
 	}
 	return rpc.Reply{Msg: wire.TokenCheckResp{User: name, Expires: t.Expires.UnixNano()}}, nil
+}
+
+// liveUser reads the record of user name, who must be known, not a
+// gateway, and not revoked.
+func (c *Controller) liveUser(ctx context.Context, name string) (*userRec, error) {
+	v, err := c.st.Get(ctx, pfxUser+name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	var u userRec
+	if v == nil || wire.Unmarshal(v, &u) != nil || u.Gateway {
+		return nil, wire.Errorf(wire.CodeNotRegistered, "user %s@%s is not known to the controller", name, c.keys.domain)
+	}
+	if u.Revoked != 0 {
+		return nil, wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s@%s have been revoked", name, c.keys.domain)
+	}
+	return &u, nil
+}
+
+// onlyGateway refuses callers that are no gateway.
+func onlyGateway(p *peer, what string) error {
+	if p.id.Role != auth.RoleGateway {
+		return wire.Errorf(wire.CodeAccess, "%s is not a gateway: only gateways %s", p.id, what)
+	}
+	return nil
 }

@@ -62,6 +62,7 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 				rec.Revoked = 0
 				rec.Groups = groups
 				rec.Gateway = gateway
+				rec.Since, rec.Password = time.Now().UnixNano(), "" // nothing from before the revocation holds
 			case !again:
 				return wire.UserAddResp{}, wire.Errorf(wire.CodeExist, "user %s already exists", name)
 			}

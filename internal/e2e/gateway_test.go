@@ -78,7 +78,6 @@ func TestGatewayServe(t *testing.T) {
 	}
 
 	keys := filepath.Join(d.dir, "s3keys")
-	d.pando(web, "serve", "s3", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0")).fails(2, "--keys")
 	out := runPando(t, "", web, "serve", "s3-key", "--keys", keys, "bob").ok().stdout
 	access, secret := between(out, "access key ", " for"), between(out, "secret key ", "\n")
 	_, m = start(t, `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "s3",

@@ -4,16 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/hmac"
-	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,47 +30,6 @@ import (
 //     --insecure), kept as PBKDF2-SHA256 hashes.
 //
 // A request with neither is answered 401.
-
-// Password hashing.
-const (
-	pbkdf2Iter = 210_000
-	saltLen    = 16
-	keyLen     = 32
-	hashPrefix = "pbkdf2-sha256"
-)
-
-// HashPassword returns the password-file form of a password.
-func HashPassword(pw string) (string, error) {
-	salt := make([]byte, saltLen)
-	if _, err := rand.Read(salt); err != nil {
-		return "", err
-	}
-	k, err := pbkdf2.Key(sha256.New, pw, salt, pbkdf2Iter, keyLen)
-	if err != nil {
-		return "", err
-	}
-	enc := base64.RawStdEncoding
-	return fmt.Sprintf("%s$%d$%s$%s", hashPrefix, pbkdf2Iter, enc.EncodeToString(salt), enc.EncodeToString(k)), nil
-}
-
-func checkHash(h, pw string) bool {
-	parts := strings.Split(h, "$")
-	if len(parts) != 4 || parts[0] != hashPrefix {
-		return false
-	}
-	iter, err := strconv.Atoi(parts[1])
-	if err != nil || iter < 1000 || iter > 10_000_000 {
-		return false
-	}
-	enc := base64.RawStdEncoding
-	salt, err1 := enc.DecodeString(parts[2])
-	want, err2 := enc.DecodeString(parts[3])
-	if err1 != nil || err2 != nil || len(want) != keyLen {
-		return false
-	}
-	got, err := pbkdf2.Key(sha256.New, pw, salt, iter, keyLen)
-	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
-}
 
 // Passwords is a gateway's password file: lines "user:hash", read again
 // when it changes.
@@ -153,12 +108,12 @@ func (p *Passwords) Check(user, pw string) bool {
 	if !ok {
 		// As slow as a known user, so that timing tells no names.
 		slowHashes <- struct{}{}
-		checkHash("pbkdf2-sha256$210000$AAAAAAAAAAAAAAAAAAAAAA$"+strings.Repeat("A", 43), pw)
+		auth.CheckPasswordHash("pbkdf2-sha256$210000$AAAAAAAAAAAAAAAAAAAAAA$"+strings.Repeat("A", 43), pw)
 		<-slowHashes
 		return false
 	}
 	slowHashes <- struct{}{} // a flood of guesses takes two cores at most
-	good := checkHash(h, pw)
+	good := auth.CheckPasswordHash(h, pw)
 	<-slowHashes
 	if !good {
 		return false
@@ -184,7 +139,7 @@ func SetPassword(path, user, pw string) error {
 	if len(pw) < 8 {
 		return errors.New("the password is shorter than 8 characters; choose a longer one")
 	}
-	h, err := HashPassword(pw)
+	h, err := auth.HashPassword(pw)
 	if err != nil {
 		return err
 	}
@@ -209,15 +164,20 @@ func SetPassword(path, user, pw string) error {
 // Authenticator decides who made a request.
 type Authenticator struct {
 	g         *Gateway
-	passwords *Passwords
+	passwords interface{ Check(user, pw string) bool }
 	// PlainOK allows Basic authentication without TLS (--insecure on
 	// loopback).
 	PlainOK bool
 }
 
-// NewAuthenticator accepts the domain's user certificates and, if
-// passwords is not nil, the passwords of that file.
+// NewAuthenticator accepts the domain's user certificates, sign-in
+// tokens, and the passwords of the file passwords or, if nil, those the
+// controller keeps (pando user passwd).
 func (g *Gateway) NewAuthenticator(passwords *Passwords) *Authenticator {
+	if passwords == nil {
+		g.ctlPw.g = g
+		return &Authenticator{g: g, passwords: &g.ctlPw}
+	}
 	return &Authenticator{g: g, passwords: passwords}
 }
 
@@ -242,9 +202,6 @@ func (a *Authenticator) User(r *http.Request) (string, error) {
 	user, pw, ok := r.BasicAuth()
 	if !ok {
 		return "", web.ErrNoCredentials
-	}
-	if a.passwords == nil {
-		return "", errors.New("this gateway takes no passwords; present your user certificate")
 	}
 	if r.TLS == nil && !a.PlainOK {
 		return "", errors.New("passwords are taken only over TLS")

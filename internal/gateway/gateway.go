@@ -65,6 +65,13 @@ type Gateway struct {
 	Counters web.Counters
 
 	signIns signIns
+	ctlMu   sync.Mutex
+	ctl     *client.Client // the gateway's own (control)
+	ctlPw   ctlPasswords
+	ctlKeys ctlS3Keys
+	// stopWatch ends followRevocations, which closes watched.
+	stopWatch func()
+	watched   chan struct{}
 }
 
 type userFS struct {
@@ -116,7 +123,15 @@ func New(cfg Config) (*Gateway, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Cache.Dir, "put-spool"), 0o700); err != nil {
 		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
 	}
-	return &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS), closing: make(map[string]chan struct{})}, nil
+	g := &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS), closing: make(map[string]chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stopWatch = cancel
+	g.watched = make(chan struct{})
+	go func() {
+		defer close(g.watched)
+		g.followRevocations(ctx)
+	}()
+	return g, nil
 }
 
 // Identity is the gateway's own identity.
@@ -145,8 +160,14 @@ func (g *Gateway) TLSConfig(cert tls.Certificate) *tls.Config {
 // or clear text if cert is nil) to the users of keys, until ln is
 // closed; hostSuffix, if set, makes <bucket>.<hostSuffix>
 // virtual-host-style names.
+// keys nil: the keys the controller keeps (pando user s3-key).
 func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, hostSuffix string) error {
-	srv, err := web.NewS3(g, keys, g.Domain(), hostSuffix, filepath.Join(g.cfg.Cache.Dir, "s3-spool"), &g.Counters, g.cfg.Log)
+	var ks web.S3Keys = keys
+	if keys == nil {
+		g.ctlKeys.g = g
+		ks = &g.ctlKeys
+	}
+	srv, err := web.NewS3(g, ks, g.Domain(), hostSuffix, filepath.Join(g.cfg.Cache.Dir, "s3-spool"), &g.Counters, g.cfg.Log)
 	if err != nil {
 		return err
 	}
@@ -351,7 +372,9 @@ func (g *Gateway) Close() {
 	for _, s := range servers {
 		s.Close()
 	}
-	g.closeSignIns()
+	g.stopWatch()
+	<-g.watched
+	g.closeControl()
 	g.mu.Lock()
 	users := g.users
 	g.users, g.closed = nil, true

@@ -25,7 +25,6 @@ const signInCheck = time.Minute
 
 type signIns struct {
 	mu  sync.Mutex
-	cl  *client.Client // the gateway's own, to ask the controller
 	ok  map[[32]byte]signIn
 	bad map[[32]byte]time.Time // refused lately: not asked again at once
 }
@@ -53,16 +52,11 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 		s.mu.Unlock()
 		return "", errors.New("the sign-in token was refused; make a new one with pando token create")
 	}
-	if s.cl == nil {
-		cl, err := client.New(g.cfg.Client, client.Options{Log: g.cfg.Log})
-		if err != nil {
-			s.mu.Unlock()
-			return "", fmt.Errorf("the gateway cannot reach its controller: %w", err)
-		}
-		s.cl = cl
-	}
-	cl := s.cl
 	s.mu.Unlock()
+	cl, err := g.control()
+	if err != nil {
+		return "", err
+	}
 	r, err := cl.TokenCheck(ctx, raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -92,12 +86,27 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 	return r.User, nil
 }
 
-// closeSignIns ends the gateway's own client.
-func (g *Gateway) closeSignIns() {
-	g.signIns.mu.Lock()
-	cl := g.signIns.cl
-	g.signIns.cl = nil
-	g.signIns.mu.Unlock()
+// control is the gateway's own client, to ask the controller about
+// credentials (made at first use).
+func (g *Gateway) control() (*client.Client, error) {
+	g.ctlMu.Lock()
+	defer g.ctlMu.Unlock()
+	if g.ctl == nil {
+		cl, err := client.New(g.cfg.Client, client.Options{Log: g.cfg.Log})
+		if err != nil {
+			return nil, fmt.Errorf("the gateway cannot reach its controller: %w", err)
+		}
+		g.ctl = cl
+	}
+	return g.ctl, nil
+}
+
+// closeControl ends the gateway's own client.
+func (g *Gateway) closeControl() {
+	g.ctlMu.Lock()
+	cl := g.ctl
+	g.ctl = nil
+	g.ctlMu.Unlock()
 	if cl != nil {
 		cl.Close()
 	}

@@ -216,3 +216,27 @@ type TokenCheckResp struct {
 	User    string `cbor:"1,keyasint"`
 	Expires int64  `cbor:"2,keyasint"`
 }
+
+// UserPasswdReq sets the gateway password of user Name ("": the caller),
+// or (OpPasswordCheck) asks whether Password is it.
+type UserPasswdReq struct {
+	Name     string `cbor:"1,keyasint,omitempty"`
+	Password string `cbor:"2,keyasint"`
+}
+
+// MaxPassword bounds a password's length.
+const MaxPassword = 1024
+
+// S3KeyReq asks for a new S3 access key of user Name ("": the caller), or
+// (OpS3KeyGet) for the user and secret of the access key Access.
+type S3KeyReq struct {
+	Name   string `cbor:"1,keyasint,omitempty"`
+	Access string `cbor:"2,keyasint,omitempty"`
+}
+
+// S3KeyResp is an S3 access key, its secret and its user.
+type S3KeyResp struct {
+	Access string `cbor:"1,keyasint"`
+	Secret string `cbor:"2,keyasint"`
+	User   string `cbor:"3,keyasint"`
+}

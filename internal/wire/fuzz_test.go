@@ -69,6 +69,10 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpMountWatch:    {func() any { return &Empty{} }, func() any { return &MountListResp{} }},
 	OpTokenCreate:   {func() any { return &TokenCreateReq{} }, func() any { return &TokenCreateResp{} }},
 	OpTokenCheck:    {func() any { return &TokenCheckReq{} }, func() any { return &TokenCheckResp{} }},
+	OpUserPasswd:    {func() any { return &UserPasswdReq{} }, func() any { return &Empty{} }},
+	OpPasswordCheck: {func() any { return &UserPasswdReq{} }, func() any { return &Empty{} }},
+	OpS3KeyCreate:   {func() any { return &S3KeyReq{} }, func() any { return &S3KeyResp{} }},
+	OpS3KeyGet:      {func() any { return &S3KeyReq{} }, func() any { return &S3KeyResp{} }},
 }
 
 func TestEveryOpIsFuzzed(t *testing.T) {

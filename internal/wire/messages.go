@@ -92,6 +92,10 @@ const (
 	OpMountWatch    Op = 114 // Empty -> stream of Notify(MountListResp): the table now, then each new one
 	OpTokenCreate   Op = 115 // TokenCreateReq -> TokenCreateResp, users only
 	OpTokenCheck    Op = 116 // TokenCheckReq -> TokenCheckResp, gateways only
+	OpUserPasswd    Op = 117 // UserPasswdReq -> Empty, the user or an administrator
+	OpPasswordCheck Op = 118 // UserPasswdReq -> Empty, gateways only
+	OpS3KeyCreate   Op = 119 // S3KeyReq (Name) -> S3KeyResp, the user or an administrator
+	OpS3KeyGet      Op = 120 // S3KeyReq (Access) -> S3KeyResp, gateways only
 )
 
 var opNames = map[Op]string{
@@ -106,6 +110,7 @@ var opNames = map[Op]string{
 	OpUserList: "user-list", OpUserRevoke: "user-revoke", OpACLGet: "acl-get", OpACLSet: "acl-set",
 	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status", OpMountWatch: "mount-watch",
 	OpTokenCreate: "token-create", OpTokenCheck: "token-check",
+	OpUserPasswd: "user-passwd", OpPasswordCheck: "password-check", OpS3KeyCreate: "s3-key-create", OpS3KeyGet: "s3-key-get",
 }
 
 func (o Op) String() string {
@@ -122,7 +127,7 @@ func (o Op) Idempotent() bool {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn,
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
-		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck:
+		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck, OpPasswordCheck, OpS3KeyGet:
 		return true
 	}
 	return false
