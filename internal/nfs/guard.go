@@ -15,11 +15,11 @@ import (
 // fields checked before go-nfs sees a byte of it; a call that breaks them
 // closes the connection, with a log line.
 const (
-	maxRecord  = 4<<20 + 64<<10 // a WRITE of 4 MiB and its header
-	maxAuth    = 400            // RFC 5531: opaque_auth body<400>
+	maxRecord  = 16<<20 + 64<<10 // a WRITE of 16 MiB (go-nfs reads as much at once) and its header
+	maxAuth    = 400             // RFC 5531: opaque_auth body<400>
 	maxName    = 255
 	maxPath    = 4096
-	maxConns   = 256
+	maxConns   = 128 // at most 2 GiB of calls read at once
 	idleCutoff = 10 * time.Minute
 )
 
