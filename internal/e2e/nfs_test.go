@@ -385,3 +385,63 @@ func nfsHostile(t *testing.T, g *nfsGateway) {
 		t.Errorf("the malformed calls are not logged:\n%s", g.output())
 	}
 }
+
+// TestNFSHandlesSurviveRestart: file handles a client got before the
+// gateway restarted still name their files after (one short enough to
+// hold its path, one whose path is kept in the gateway's table).
+func TestNFSHandlesSurviveRestart(t *testing.T) {
+	d := newDomain(t, "d")
+	root := d.addShare("data")
+	d.addUser("alice")
+	d.pando(d.admin, "acl", "set", "/d/data", "alice", "rl").ok()
+	web := filepath.Join(d.dir, "web.json")
+	d.pando(d.admin, "user", "add", "nfsgw", "--gateway", "-o", web).ok()
+	long := []string{"a-directory-name-long-enough-to-matter", "and-another-one-below-it-just-as-long", "file.txt"}
+	os.MkdirAll(filepath.Join(root, long[0], long[1]), 0o755)
+	os.WriteFile(filepath.Join(root, filepath.Join(long...)), []byte("long\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "short.txt"), []byte("short\n"), 0o644)
+
+	g := serveNFS(t, d, web, "restart", "--export", "/d/data=alice", "--allow", "127.0.0.1")
+	mnt, err := rpcExchange(t, g.addr, rpcCall(1, 100005, 3, 1, xdrOpaque([]byte("/d/data"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh := func(b []byte, at int) []byte { return b[at+4 : at+4+int(binary.BigEndian.Uint32(b[at:]))] }
+	lookup := func(dir []byte, name string) []byte {
+		r, err := rpcExchange(t, g.addr, rpcCall(2, 100003, 3, 3, append(xdrOpaque(dir), xdrOpaque([]byte(name))...)))
+		if err != nil || binary.BigEndian.Uint32(r[0][24:]) != 0 {
+			t.Fatalf("LOOKUP %s: %v", name, err)
+		}
+		return fh(r[0], 28)
+	}
+	short := lookup(fh(mnt[0], 28), "short.txt")
+	h := fh(mnt[0], 28)
+	for _, n := range long {
+		h = lookup(h, n)
+	}
+	if len(short) >= len(h) {
+		t.Errorf("handles of %d and %d bytes: the long path's should be the table's", len(short), len(h))
+	}
+	g.stop(t)
+	args := g.cmd.Args[1:]
+	for i, a := range args {
+		if a == "127.0.0.1:0" {
+			args[i] = g.addr
+		}
+	}
+	g2, _ := start(t, `at nfs://`, nil, args...)
+	defer g2.stop(t)
+	for _, h := range [][]byte{short, h} {
+		r, err := rpcExchange(t, g.addr, rpcCall(3, 100003, 3, 1, xdrOpaque(h)))
+		if err != nil || binary.BigEndian.Uint32(r[0][24:]) != 0 {
+			t.Errorf("GETATTR of a handle from before the restart: %v %x", err, r)
+		}
+	}
+	// READ of the long path's handle gives its file.
+	args3 := append(xdrOpaque(h), make([]byte, 8)...)
+	args3 = binary.BigEndian.AppendUint32(args3, 100)
+	r, err := rpcExchange(t, g.addr, rpcCall(4, 100003, 3, 6, args3))
+	if err != nil || !bytes.Contains(r[0], []byte("long\n")) {
+		t.Errorf("READ through a handle from before the restart: %v %q", err, r)
+	}
+}
