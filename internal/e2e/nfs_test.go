@@ -333,7 +333,7 @@ func rpcExchange(t *testing.T, addr string, records ...[]byte) ([][]byte, error)
 }
 
 // nfsHostile sends what no client should: garbage, an oversized record,
-// a handle 4 GiB long, a bogus handle, names that climb out.
+// an NFSv4 call, a handle 4 GiB long, a bogus handle, names that climb out.
 func nfsHostile(t *testing.T, g *nfsGateway) {
 	const nfsProg, mountProg = 100003, 100005
 	garbage := make([]byte, 4096)
@@ -344,6 +344,9 @@ func nfsHostile(t *testing.T, g *nfsGateway) {
 	}
 	if r, err := rpcExchange(t, g.addr, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4}); err == nil || len(r) != 0 {
 		t.Errorf("a record of 2 GiB was answered: %d replies, %v", len(r), err)
+	}
+	if r, err := rpcExchange(t, g.addr, rpcCall(1, nfsProg, 4, 1, make([]byte, 8))); err == nil || len(r) != 0 {
+		t.Errorf("an NFSv4 COMPOUND was answered as v3: %d replies, %v", len(r), err)
 	}
 	huge := binary.BigEndian.AppendUint32(nil, 0xffffffff) // GETATTR of a handle 4 GiB long
 	if r, err := rpcExchange(t, g.addr, rpcCall(1, nfsProg, 3, 1, huge)); err == nil || len(r) != 0 {

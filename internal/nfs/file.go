@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,14 @@ type openFile struct {
 	used  time.Time
 	dirty bool // written since its last flush
 	gone  bool // out of the table: released when refs reach 0
+	// back is the cache's data file when the cache held the whole file
+	// at open (read-only handles): READs go straight to it, as the
+	// mount's passthrough reads and the HTTP gateway's do.
+	back atomic.Pointer[os.File]
+	// toEnd: a READ reached the end through the vfs; once the cache
+	// holds it whole, its blocks go to the data file (at the next use of
+	// the handle, or at its close), and READs go there from then on.
+	toEnd, backed atomic.Bool
 }
 
 func newOpenFiles(e *exportFS) *openFiles {
@@ -67,6 +76,11 @@ func (t *openFiles) get(ctx context.Context, v *vfs.FS, g string, flag int, perm
 		}
 		_, oa := of.h.Opened()
 		if a, err := v.GetAttr(ctx, g); err == nil && a.Ino == oa.Ino && a.Version == oa.Version {
+			if of.back.Load() == nil && of.toEnd.Load() && of.backed.CompareAndSwap(false, true) && of.h.Whole(true) {
+				if b, _, ok := of.h.Backing(-1); ok {
+					of.back.Store(b)
+				}
+			}
 			return of, nil
 		}
 		t.put(of)
@@ -99,6 +113,11 @@ func (t *openFiles) get(ctx context.Context, v *vfs.FS, g string, flag int, perm
 		return nil, err
 	}
 	of := &openFile{h: h, v: v, write: write || flag&os.O_CREATE != 0, refs: 1, used: time.Now()}
+	if !of.write {
+		if b, _, ok := h.Backing(-1); ok {
+			of.back.Store(b)
+		}
+	}
 	t.mu.Lock()
 	if old := t.m[g]; old != nil {
 		old.gone = true
@@ -131,6 +150,12 @@ func (t *openFiles) put(of *openFile) {
 func (t *openFiles) close(of *openFile) error {
 	ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
 	defer cancel()
+	if b := of.back.Load(); b != nil {
+		b.Close()
+		of.h.Unback()
+	} else if of.toEnd.Load() {
+		of.h.Whole(true)
+	}
 	err := of.h.Release(ctx)
 	t.e.srv.users.Release(t.e.user)
 	if err != nil {
@@ -226,6 +251,14 @@ func (f *file) Name() string { return f.name }
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	ctx, cancel := f.e.ctx()
 	defer cancel()
+	if b := f.of.back.Load(); b != nil {
+		n, err := b.ReadAt(p, off)
+		f.e.srv.c.BytesRead.Add(int64(n))
+		if err != nil && err != io.EOF {
+			err = f.e.srv.pathErr("read", f.of.h.Path(), err)
+		}
+		return n, err
+	}
 	n := 0
 	for n < len(p) {
 		m, err := f.of.h.Read(ctx, p[n:], off+int64(n))
@@ -241,6 +274,9 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 		}
 	}
 	f.e.srv.c.BytesRead.Add(int64(n))
+	if _, a := f.of.h.Opened(); off+int64(n) >= a.Size {
+		f.of.toEnd.Store(true)
+	}
 	return n, nil
 }
 

@@ -129,24 +129,7 @@ func (i *fileInfo) Sys() any {
 	return nfsfile.FileInfo{Nlink: max(i.a.Nlink, 1), Fileid: i.id,
 		Major: uint32(i.a.Rdev >> 8 & 0xfff), Minor: uint32(i.a.Rdev&0xff | i.a.Rdev>>12&^0xff)}
 }
-func (i *fileInfo) Mode() fs.FileMode {
-	m := fs.FileMode(i.a.Mode & 0o777)
-	switch i.a.Mode & syscall.S_IFMT {
-	case syscall.S_IFDIR:
-		m |= fs.ModeDir
-	case syscall.S_IFLNK:
-		m |= fs.ModeSymlink
-	case syscall.S_IFCHR:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case syscall.S_IFBLK:
-		m |= fs.ModeDevice
-	case syscall.S_IFIFO:
-		m |= fs.ModeNamedPipe
-	case syscall.S_IFSOCK:
-		m |= fs.ModeSocket
-	}
-	return m
-}
+func (i *fileInfo) Mode() fs.FileMode { return wire.FileMode(i.a.Mode) }
 
 // info makes the fileInfo of g: its file id is the inode mixed with the
 // share's name (an export may span shares, whose inodes may meet).

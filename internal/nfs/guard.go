@@ -201,7 +201,12 @@ func checkCall(b []byte) error {
 	if v := r.u32(); r.err == nil && v != 2 {
 		return fmt.Errorf("RPC version %d", v)
 	}
-	prog, _, proc := r.u32(), r.u32(), r.u32()
+	prog, vers, proc := r.u32(), r.u32(), r.u32()
+	// go-nfs serves any version of a program as version 3: a call of
+	// another (NFSv4's COMPOUND, MOUNT v1's handles) would be misread.
+	if r.err == nil && (prog == progNFS || prog == progMount) && vers != 3 {
+		return fmt.Errorf("version %d of program %d (only NFSv3 and MOUNT v3 are served)", vers, prog)
+	}
 	r.u32()
 	r.opaque("a credential", maxAuth)
 	r.u32()
