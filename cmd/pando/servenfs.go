@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -58,6 +59,9 @@ func (f *gatewayFlags) startNFS(cfg gateway.Config) (*gateway.Gateway, net.Liste
 		return nil, nil, "", err
 	}
 	srv, err := gw.StartNFS(ln, ncfg)
+	if err == nil {
+		err = srv.Check(context.Background())
+	}
 	if err != nil {
 		ln.Close()
 		gw.Close()

@@ -109,6 +109,9 @@ func TestNFSGateway(t *testing.T) {
 	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--export", "d/data=alice", "--allow", "127.0.0.1").fails(2, "global path")
 	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--export", "/d/data=alice", "--allow", "localhost").fails(2, "--allow")
 
+	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "nfs-x"), "--export", "/d/nothere=alice", "--allow", "127.0.0.1").fails(3, "/d/nothere", "no such directory")
+	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "nfs-x"), "--export", "/d/data=carol", "--allow", "127.0.0.1").fails(3, "carol", "not known")
+
 	ga := serveNFS(t, d, web, "alice", "--export", "/d/data=alice", "--allow", "127.0.0.1/32,::1")
 
 	out, err := libnfs(t, "nfs-ls", ga.url("/d/data"))

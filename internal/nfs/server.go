@@ -20,12 +20,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	billy "github.com/go-git/go-billy/v5"
 	gonfs "github.com/willscott/go-nfs"
 
 	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wire"
 )
 
 // Users gives the vfs of a principal, as the gateway does for its other
@@ -316,3 +318,36 @@ func (h handler) InvalidateHandle(billy.Filesystem, []byte) error { return nil }
 // HandleLimit bounds, in go-nfs, the entries of one READDIR reply (half
 // of it): handles themselves are not kept, so it is only that bound.
 func (h handler) HandleLimit() int { return 1 << 20 }
+
+// Check looks at each export's root as its principal: an export the
+// principal cannot see (no such path, a principal the domain does not
+// have, or no right to look) is a mistake of the command line, reported
+// before anything is served. A share that cannot be reached now is only
+// logged: it may come back.
+func (s *Server) Check(ctx context.Context) error {
+	for _, ex := range s.Exports() {
+		v, err := s.users.Acquire(ctx, ex.Principal)
+		if err != nil {
+			return fmt.Errorf("export %s as %s: %w", ex.Path, ex.Principal, err)
+		}
+		a, err := v.GetAttr(ctx, ex.Path)
+		s.users.Release(ex.Principal)
+		switch en := vfs.Errno(err); {
+		case err == nil && a.Mode&syscall.S_IFMT != syscall.S_IFDIR:
+			return fmt.Errorf("export %s: not a directory", ex.Path)
+		case en == syscall.ENOENT || en == syscall.ENOTDIR:
+			return fmt.Errorf("export %s: no such directory (as %s): %w", ex.Path, ex.Principal, err)
+		case en == syscall.EACCES || en == syscall.EPERM || notRegistered(err):
+			return fmt.Errorf("export %s as %s: %w", ex.Path, ex.Principal, err)
+		case err != nil:
+			s.log.Warn("nfs: an export cannot be looked at now; it is served anyway", "export", ex.Path, "as", ex.Principal, "err", err)
+		}
+	}
+	return nil
+}
+
+// notRegistered: the controller knows no such principal.
+func notRegistered(err error) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code == wire.CodeNotRegistered
+}
