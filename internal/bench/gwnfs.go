@@ -10,8 +10,11 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
+	gonfs "github.com/willscott/go-nfs"
 	nfsc "github.com/willscott/go-nfs-client/nfs"
 	"github.com/willscott/go-nfs-client/nfs/rpc"
+	nfshelpers "github.com/willscott/go-nfs/helpers"
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/gateway"
@@ -100,6 +103,25 @@ func (d *nfsDoor) writeSmall(dir string, n int, body []byte) (float64, error) {
 	return float64(n) / time.Since(t0).Seconds(), nil
 }
 
+// goNFSOver serves dir with go-nfs itself over the local file system
+// (go-billy's osfs, go-nfs's handle cache): what rclone serve nfs is
+// made of, without rclone's own VFS, as the reference where rclone has
+// no serve nfs.
+func goNFSOver(e *Env, dir string) (*nfsDoor, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.closes = append(e.closes, func() { ln.Close() })
+	h := nfshelpers.NewCachingHandler(nfshelpers.NewNullAuthHandler(osfs.New(dir)), 1<<20)
+	go gonfs.Serve(ln, h)
+	v, err := mountNFS(e, ln.Addr().String(), "/")
+	if err != nil {
+		return nil, err
+	}
+	return &nfsDoor{v: v, description: "go-nfs over the mount"}, nil
+}
+
 // rcloneNFS starts rclone serve nfs over dir if this rclone has it (it
 // came in rclone 1.65; Debian 12 has 1.60, without it).
 func rcloneNFS(e *Env, dir string) (*nfsDoor, error) {
@@ -161,7 +183,19 @@ func benchNFS(ctx context.Context, o Options, e *Env, dir string, size int64, ns
 		return err
 	}
 	if rc == nil {
-		o.say("gateways: no rclone serve nfs here (it came in rclone 1.65; Debian 12 has 1.60): NFS has no rclone reference")
+		o.say("gateways: no rclone serve nfs here (it came in rclone 1.65; Debian 12 has 1.60): go-nfs over the mount is the reference")
+		gn, err := goNFSOver(e, dir)
+		if err != nil {
+			return err
+		}
+		if _, err := gn.timeRead("big", size); err != nil {
+			return err
+		}
+		gw, err := gn.timeRead("big", size)
+		if err != nil {
+			return err
+		}
+		row("nfs", "warm read "+sizeName(size), warm, "MB/s", "go-nfs (rclone's) over the mount, warm", gw)
 	} else {
 		if _, err := rc.timeRead("big", size); err != nil {
 			return err
