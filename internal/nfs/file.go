@@ -42,7 +42,6 @@ type openFile struct {
 	write bool
 	refs  int
 	used  time.Time
-	dirty bool // written since its last flush
 	gone  bool // out of the table: released when refs reach 0
 	// back is the cache's data file when the cache held the whole file
 	// at open (read-only handles): READs go straight to it, as the
@@ -291,12 +290,7 @@ func (f *file) Write(p []byte) (int, error) {
 	defer cancel()
 	n, err := f.of.h.Write(ctx, p, f.off)
 	f.off += int64(n)
-	if n > 0 {
-		f.e.files.mu.Lock()
-		f.of.dirty = true
-		f.e.files.mu.Unlock()
-		f.e.srv.c.BytesWritten.Add(int64(n))
-	}
+	f.e.srv.c.BytesWritten.Add(int64(n))
 	if err != nil {
 		return n, f.e.srv.pathErr("write", f.of.h.Path(), err)
 	}
