@@ -102,6 +102,8 @@ func TestNFSGateway(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "small.txt"), []byte("small file\n"), 0o644)
 	os.Mkdir(filepath.Join(root, "sub"), 0o755)
 	os.WriteFile(filepath.Join(root, "sub", "deep.txt"), []byte("deep\n"), 0o644)
+	os.MkdirAll(filepath.Join(root, "team", "inner"), 0o755)
+	os.WriteFile(filepath.Join(root, "team", "doc.txt"), []byte("the team's\n"), 0o644)
 
 	// Usage mistakes are one sentence each.
 	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--allow", "127.0.0.1").fails(2, "--export")
@@ -112,7 +114,9 @@ func TestNFSGateway(t *testing.T) {
 	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "nfs-x"), "--export", "/d/nothere=alice", "--allow", "127.0.0.1").fails(3, "/d/nothere", "no such directory")
 	d.pando(web, "serve", "nfs", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "nfs-x"), "--export", "/d/data=carol", "--allow", "127.0.0.1").fails(3, "carol", "not known")
 
-	ga := serveNFS(t, d, web, "alice", "--export", "/d/data=alice", "--allow", "127.0.0.1/32,::1")
+	// Two exports, two principals, one gateway: /d/data/team (mounted
+	// there or below) is bob's, the rest of /d/data alice's.
+	ga := serveNFS(t, d, web, "alice", "--export", "/d/data=alice,/d/data/team=bob", "--allow", "127.0.0.1/32,::1")
 
 	out, err := libnfs(t, "nfs-ls", ga.url("/d/data"))
 	if err != nil || !strings.Contains(out, "small.txt") || !strings.Contains(out, "big.bin") || !strings.Contains(out, "sub") {
@@ -200,7 +204,7 @@ func TestNFSGateway(t *testing.T) {
 		t.Errorf("the directory removed through NFS is still at the share: %v", err)
 	}
 
-	nfsRefusals(t, d, web, root, src)
+	nfsRefusals(t, d, web, ga, root, src)
 	nfsHostile(t, ga)
 	if out, err := libnfs(t, "nfs-cat", ga.url("/d/data/small.txt")); err != nil || out != "small file\n" {
 		t.Errorf("nfs-cat after the malformed calls: %v %q", err, out)
@@ -208,41 +212,56 @@ func TestNFSGateway(t *testing.T) {
 }
 
 // nfsRefusals: bob's export refuses every change with ACCES and leaves the
-// share as it was; a gateway that allows another network refuses
-// 127.0.0.1 at accept.
-func nfsRefusals(t *testing.T, d *domain, web, root, src string) {
-	gb := serveNFS(t, d, web, "bob", "--export", "/d/data=bob", "--allow", "127.0.0.0/8")
+// share as it was, while alice's, in the same gateway, writes there; a
+// gateway that allows another network refuses 127.0.0.1 at accept.
+func nfsRefusals(t *testing.T, d *domain, web string, g *nfsGateway, root, src string) {
 	before := treeState(t, root)
-	if out, err := libnfs(t, "nfs-cat", gb.url("/d/data/small.txt")); err != nil || out != "small file\n" {
+	if out, err := libnfs(t, "nfs-cat", g.url("/d/data/team/doc.txt")); err != nil || out != "the team's\n" {
 		t.Errorf("bob cannot read through his export: %v %q", err, out)
 	}
 	// (nfs-cp creates GUARDED: it writes new files only.)
-	for _, dst := range []string{"/d/data/bob.bin", "/d/data/sub/bob.bin"} {
-		out, err := libnfs(t, "nfs-cp", src, gb.url(dst))
+	for _, dst := range []string{"/d/data/team/bob.bin", "/d/data/team/inner/bob.bin"} {
+		out, err := libnfs(t, "nfs-cp", src, g.url(dst))
 		if err == nil || !strings.Contains(out, "ACCES") {
 			t.Errorf("nfs-cp to %s as bob, who may not write: %v\n%s", dst, err, out)
 		}
 	}
-	v := nfsMount(t, gb, "/d/data")
-	if f, err := v.OpenFile("small.txt", 0o644); err != nil {
-		t.Errorf("bob's lookup of small.txt: %v", err)
+	v := nfsMount(t, g, "/d/data/team")
+	if f, err := v.OpenFile("doc.txt", 0o644); err != nil {
+		t.Errorf("bob's lookup of doc.txt: %v", err)
 	} else if _, err := f.Write([]byte("bob was here")); err == nil || !strings.Contains(err.Error(), "ACCES") {
-		t.Errorf("WRITE of small.txt as bob: %v", err)
+		t.Errorf("WRITE of doc.txt as bob: %v", err)
 	}
 	if _, err := v.Mkdir("bobdir", 0o755); err == nil || !strings.Contains(err.Error(), "ACCES") {
 		t.Errorf("MKDIR as bob: %v", err)
 	}
-	if err := v.Remove("small.txt"); err == nil {
+	if err := v.Remove("doc.txt"); err == nil {
 		t.Errorf("REMOVE as bob was not refused")
 	}
-	if err := v.RmDir("sub"); err == nil {
+	if err := v.RmDir("inner"); err == nil {
 		t.Errorf("RMDIR as bob was not refused")
 	}
-	if err := v.Rename("small.txt", "moved.txt"); err == nil {
+	if err := v.Rename("doc.txt", "moved.txt"); err == nil {
 		t.Errorf("RENAME as bob was not refused")
 	}
 	if after := treeState(t, root); after != before {
 		t.Errorf("bob's refused changes changed the share:\nbefore %s\nafter  %s", before, after)
+	}
+	// The same directory through alice's export of the same gateway.
+	va := nfsMount(t, g, "/d/data")
+	f, err := va.OpenFile("team/alice.txt", 0o644)
+	if err == nil {
+		_, err = f.Write([]byte("alice's\n"))
+	}
+	if err != nil {
+		t.Errorf("alice's write beside bob's refused ones: %v", err)
+	}
+	var b []byte
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end) && string(b) != "alice's\n"; time.Sleep(100 * time.Millisecond) {
+		b, _ = os.ReadFile(filepath.Join(root, "team", "alice.txt"))
+	}
+	if string(b) != "alice's\n" {
+		t.Errorf("alice's write through her export is not at the share after 15 s: %q", b)
 	}
 
 	gc := serveNFS(t, d, web, "elsewhere", "--export", "/d/data=alice", "--allow", "10.9.0.0/16", "--metrics", "127.0.0.1:0")
@@ -261,7 +280,7 @@ func nfsRefusals(t *testing.T, d *domain, web, root, src string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(b), "pando_gateway_nfs_connections_refused_total ") || strings.Contains(string(b), "pando_gateway_nfs_connections_refused_total 0") {
 		t.Errorf("the refused connection is not counted:\n%s", b)
