@@ -355,7 +355,7 @@ func rpcExchange(t *testing.T, addr string, records ...[]byte) ([][]byte, error)
 }
 
 // nfsHostile sends what no client should: garbage, an oversized record,
-// an NFSv4 call, a handle 4 GiB long, a bogus handle, names that climb out.
+// an NFSv4 call, a handle 4 GiB long, a 129th connection, a bogus handle, names that climb out.
 func nfsHostile(t *testing.T, g *nfsGateway) {
 	const nfsProg, mountProg = 100003, 100005
 	garbage := make([]byte, 4096)
@@ -406,7 +406,38 @@ func nfsHostile(t *testing.T, g *nfsGateway) {
 	if s := status(r[4]); s != 0 {
 		t.Errorf("LOOKUP of small.txt after the bad calls: status %d", s)
 	}
-	if !strings.Contains(g.output(), "malformed call") {
+	// At most 128 connections at once (the test's clients hold a few):
+	// the next is closed at accept, and served again once others end.
+	null := rpcCall(9, nfsProg, 3, 0, nil)
+	var held []net.Conn
+	refused := false
+	for len(held) <= 128 && !refused {
+		c, err := net.Dial("tcp", g.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write(null)
+		_, err = io.ReadFull(c, make([]byte, 28))
+		refused = err != nil
+	}
+	if !refused || len(held) < 120 {
+		t.Errorf("connection %d refused %v: the bound is 128", len(held), refused)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	r = nil
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if r, err = rpcExchange(t, g.addr, null); err == nil {
+			break
+		}
+	}
+	if len(r) != 1 {
+		t.Errorf("no connection served after the 128 ended: %v", err)
+	}
+	if !strings.Contains(g.output(), "malformed call") || !strings.Contains(g.output(), "too many open") {
 		t.Errorf("the malformed calls are not logged:\n%s", g.output())
 	}
 }
