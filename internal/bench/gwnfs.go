@@ -2,12 +2,14 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -31,7 +33,12 @@ type nfsDoor struct {
 // mountNFS mounts dir of the NFS server at addr (MOUNT and NFS on that
 // port), closed with e.
 func mountNFS(e *Env, addr, dir string) (*nfsc.Target, error) {
+	// go-nfs-client binds a random local port and tries again only for
+	// privileged ones: one in use fails the dial.
 	c, err := rpc.DialTCP("tcp", addr, false)
+	for i := 0; err != nil && errors.Is(err, syscall.EADDRINUSE) && i < 20; i++ {
+		c, err = rpc.DialTCP("tcp", addr, false)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,14 +5,17 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,7 +65,12 @@ func libnfs(t *testing.T, tool string, args ...string) (string, error) {
 // over one connection without the portmapper.
 func nfsMount(t *testing.T, g *nfsGateway, dir string) *nfsc.Target {
 	t.Helper()
+	// go-nfs-client binds a random local port and tries again only for
+	// privileged ones: one in use fails the dial.
 	c, err := rpc.DialTCP("tcp", g.addr, false)
+	for i := 0; err != nil && errors.Is(err, syscall.EADDRINUSE) && i < 20; i++ {
+		c, err = rpc.DialTCP("tcp", g.addr, false)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,6 +414,25 @@ func nfsHostile(t *testing.T, g *nfsGateway) {
 	if s := status(r[4]); s != 0 {
 		t.Errorf("LOOKUP of small.txt after the bad calls: status %d", s)
 	}
+	// Random arguments after the root's handle, to every procedure but
+	// those that could make a huge or special file (SETATTR, WRITE,
+	// CREATE, MKNOD): each gets a reply or its connection closed, and the
+	// gateway lives on (go-nfs does not recover a panic).
+	seed := [32]byte{7}
+	rnd := mrand.New(mrand.NewChaCha8(seed))
+	for _, proc := range []uint32{1, 3, 4, 5, 6, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21} {
+		for range 30 {
+			junk := make([]byte, rnd.IntN(200))
+			for i := range junk {
+				junk[i] = byte(rnd.UintN(256))
+			}
+			rpcExchange(t, g.addr, rpcCall(10, nfsProg, 3, proc, append(xdrOpaque(rootFH), junk...)))
+		}
+	}
+	if r, err := rpcExchange(t, g.addr, rpcCall(11, nfsProg, 3, 3, lookup("small.txt"))); err != nil || status(r[0]) != 0 {
+		t.Fatalf("LOOKUP after random arguments: %v", err)
+	}
+
 	// At most 128 connections at once (the test's clients hold a few):
 	// the next is closed at accept, and served again once others end.
 	null := rpcCall(9, nfsProg, 3, 0, nil)
