@@ -26,10 +26,15 @@ type gatewayFlags struct {
 	passwords, tlsCert, tlsKey                              string
 	s3Keys, hostSuffix, metrics                             string
 	insecure                                                bool
+	exports, allow                                          []string // NFS
 }
 
-func (f *gatewayFlags) add(cmd *cobra.Command, addr string, s3 bool) {
-	if s3 {
+func (f *gatewayFlags) add(cmd *cobra.Command, addr string, proto string) {
+	s3 := proto == "s3"
+	if proto == "nfs" {
+		cmd.Flags().StringSliceVar(&f.exports, "export", nil, "PATH=PRINCIPAL: serve the global PATH to NFS clients, every request made as PRINCIPAL (repeatable or comma-separated; required)")
+		cmd.Flags().StringSliceVar(&f.allow, "allow", nil, "client networks served, CIDR or address (repeatable or comma-separated; required): NFS clients are not authenticated")
+	} else if s3 {
 		cmd.Flags().StringVar(&f.s3Keys, "keys", "", "an S3 access key file (pando serve s3-key) instead of the keys the controller keeps (pando user s3-key)")
 		cmd.Flags().StringVar(&f.hostSuffix, "host-suffix", "", "also take virtual-host-style requests: the bucket named in the host name BUCKET.SUFFIX")
 	} else {
@@ -41,9 +46,12 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string, s3 bool) {
 	cmd.Flags().StringVar(&f.memory, "memory", "64MiB", "memory each user's cache may use")
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
+	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
+	if proto == "nfs" {
+		return
+	}
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "the certificate to serve TLS with (default: one the gateway makes and keeps in --cache-dir as gateway.crt)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert")
-	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
 	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
 }
 
@@ -79,6 +87,9 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string)
 	}
 	if ip := net.ParseIP(host); f.insecure && (ip == nil || !ip.IsLoopback()) {
 		return nil, nil, "", cli.Usagef("--insecure serves in clear text, which is allowed only on a loopback address (e.g. 127.0.0.1:8080), not %s", f.listen)
+	}
+	if proto == "nfs" {
+		return f.startNFS(cfg)
 	}
 	var pw *gateway.Passwords
 	if f.passwords != "" {
@@ -137,12 +148,14 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string)
 func newServeCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the namespace over HTTP(S) or WebDAV, each request with its user's rights",
+		Short: "Serve the namespace over HTTP(S), WebDAV, S3 or NFSv3, each request with its user's rights",
 		Long: `Serve the namespace to clients that cannot mount it. The gateway runs with
 credentials of the gateway role (pando user add NAME --gateway, given with
 --config), which have no rights of their own: people sign in with their pando
 user certificate or a password of --passwords, and every request is made in
-their name, with their rights. See docs/gateways.md.`,
+their name, with their rights. NFS clients cannot be authenticated: each NFS
+export is served as one principal, to the client networks listed. See
+docs/gateways.md.`,
 	}
 	for _, proto := range []struct {
 		name, short, addr string
@@ -150,6 +163,7 @@ their name, with their rights. See docs/gateways.md.`,
 		{"http", "Serve the namespace over HTTP(S): GET with ranges, HEAD, listings, PUT, DELETE", "127.0.0.1:8443"},
 		{"webdav", "Serve the namespace over WebDAV (class 1 and 2) and HTTP(S)", "127.0.0.1:8444"},
 		{"s3", "Serve the namespace over S3: the names below the domain as buckets, requests signed with SigV4", "127.0.0.1:8445"},
+		{"nfs", "Serve the namespace over NFSv3 to listed client networks, each export as one principal", "127.0.0.1:2049"},
 	} {
 		var f gatewayFlags
 		c := &cobra.Command{
@@ -176,7 +190,7 @@ their name, with their rights. See docs/gateways.md.`,
 				return nil
 			},
 		}
-		f.add(c, proto.addr, proto.name == "s3")
+		f.add(c, proto.addr, proto.name)
 		cmd.AddCommand(c)
 	}
 	var file string
@@ -233,7 +247,7 @@ type tlsCertRef struct {
 // PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
 // use and keeps in state/gateway.json. It returns a function that stops
 // them.
-func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys string) (func(), error) {
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys string, nfsExports, nfsAllow []string) (func(), error) {
 	var stops []func()
 	stop := func() {
 		for _, s := range stops {
@@ -256,14 +270,22 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			return stop, err
 		}
 	}
+	// The controller may listen elsewhere than when they were made.
+	creds.Controller, creds.Controllers = admin.Controller, admin.Controllers
 	for _, spec := range specs {
 		proto, addr, ok := strings.Cut(spec, "=")
-		if !ok || (proto != "http" && proto != "webdav" && proto != "s3") || addr == "" {
+		if !ok || (proto != "http" && proto != "webdav" && proto != "s3" && proto != "nfs") || addr == "" {
 			stop()
-			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav or s3, e.g. --serve webdav=127.0.0.1:8444", spec)
+			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav, s3 or nfs, e.g. --serve webdav=127.0.0.1:8444", spec)
 		}
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
-			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys}
+			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
+		if proto == "nfs" && len(f.exports) == 0 {
+			f.exports = []string{"/" + admin.Domain + "=" + admin.User}
+		}
+		if proto == "nfs" && len(f.allow) == 0 {
+			f.allow = loopbackNets
+		}
 		gw, ln, url, err := f.start(g, creds, proto)
 		if err != nil {
 			stop()

@@ -92,7 +92,7 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	// The folders of the small files, made before any door looks.
-	for _, d := range []string{"mount", "http", "webdav", "http-clear", "webdav-clear", "s3"} {
+	for _, d := range []string{"mount", "http", "webdav", "http-clear", "webdav-clear", "s3", "nfs"} {
 		if err := os.Mkdir(filepath.Join(root, "small-"+d), 0o755); err != nil {
 			return nil, err
 		}
@@ -184,6 +184,9 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 		}
 		row(d.description, fmt.Sprintf("%d x 4KiB written", nsmall), float64(nsmall)/time.Since(t0).Seconds(), "files/s", "", 0)
 	}
+	if err := benchNFS(ctx, o, e, a.Path("/bench/data"), size, nsmall, mc, mountWarm, row); err != nil {
+		return nil, err
+	}
 	o.say("gateways: small files through the mount")
 	body := bytes.Repeat([]byte("x"), 4096)
 	t0 := time.Now()
@@ -196,19 +199,27 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
-// startGateways starts a gateway for the administrator with HTTP (TLS and
-// clear), WebDAV and S3 front ends, and returns a client of each.
-func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
+// gatewayCreds makes the credentials of a gateway name.
+func gatewayCreds(ctx context.Context, e *Env, name string) (*config.Config, error) {
 	cl, err := client.New(e.Admin, client.Options{})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cl.GatewayAdd(ctx, "bench-gw")
+	resp, err := cl.GatewayAdd(ctx, name)
 	cl.Close()
 	if err != nil {
 		return nil, err
 	}
-	creds := &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: "bench-gw", CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
+	return &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: name, CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}, nil
+}
+
+// startGateways starts a gateway for the administrator with HTTP (TLS and
+// clear), WebDAV and S3 front ends, and returns a client of each.
+func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
+	creds, err := gatewayCreds(ctx, e, "bench-gw")
+	if err != nil {
+		return nil, err
+	}
 	pwFile, keyFile := filepath.Join(e.Dir, "passwd"), filepath.Join(e.Dir, "s3keys")
 	if err := gateway.SetPassword(pwFile, "admin", "bench-password"); err != nil {
 		return nil, err

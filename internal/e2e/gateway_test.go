@@ -99,12 +99,12 @@ func between(s, a, b string) string {
 	return v
 }
 
-// TestUpServeDoors: pando up with a mount and --serve http, webdav and
-// s3 (three gateways, each with its own cache, consistency window 3s):
-// a file written through each door is read through each other, each
+// TestUpServeDoors: pando up with a mount and --serve http, webdav, s3
+// and nfs (four gateways, each with its own cache, consistency window
+// 3s): a file written through each door is read through each other, each
 // pair once, within the window's bound.
 func TestUpServeDoors(t *testing.T) {
-	for _, tool := range []string{"curl", "s3cmd"} {
+	for _, tool := range []string{"curl", "s3cmd", "nfs-cp", "nfs-cat"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (./dev test installs it)", tool)
 		}
@@ -121,12 +121,13 @@ func TestUpServeDoors(t *testing.T) {
 	access, secret := between(out, "access key ", " for"), between(out, "secret key ", "\n")
 	p, _ := start(t, `pando is up`, nil, "up", "--state", state, "--share", data, "--listen", "127.0.0.1:0", "--no-config",
 		"--mount", mnt, "--serve", "http=127.0.0.1:0", "--serve", "webdav=127.0.0.1:0", "--serve", "s3=127.0.0.1:0",
-		"--passwords", pw, "--s3-keys", keys)
+		"--serve", "nfs=127.0.0.1:0", "--passwords", pw, "--s3-keys", keys)
 	urls := map[string]string{}
 	for _, m := range regexp.MustCompile(`(\w+) gateway at (https://\S+)/ \(its certificate: \S+\)`).FindAllStringSubmatch(p.output(), -1) {
 		urls[m[1]] = m[2]
 	}
-	if len(urls) != 3 {
+	nfsPort := regexp.MustCompile(`nfs gateway at nfs://127\.0\.0\.1:(\d+)/`).FindStringSubmatch(p.output())
+	if len(urls) != 3 || nfsPort == nil {
 		t.Fatalf("pando up does not say where its gateways are:\n%s", p.output())
 	}
 	// Each gateway has its certificate in its own cache directory.
@@ -173,14 +174,29 @@ func TestUpServeDoors(t *testing.T) {
 			return err
 		}
 	}
+	nfsURL := func(name string) string {
+		return "nfs://127.0.0.1/local/data/" + name + "?mountport=" + nfsPort[1] + "&nfsport=" + nfsPort[1] + "&version=3"
+	}
+	write["nfs"] = func(name, content string) error {
+		src := filepath.Join(dir, "src-"+name)
+		os.WriteFile(src, []byte(content), 0o644)
+		if out, err := exec.Command("nfs-cp", src, nfsURL(name)).CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
 	read := func(door, name string) (string, error) {
-		if door == "mount" {
+		switch door {
+		case "mount":
 			b, err := os.ReadFile(filepath.Join(mnt, "local", "data", name))
+			return string(b), err
+		case "nfs":
+			b, err := exec.Command("nfs-cat", nfsURL(name)).Output()
 			return string(b), err
 		}
 		return curl(door, key(door, name))
 	}
-	doors := []string{"mount", "http", "webdav", "s3"}
+	doors := []string{"mount", "http", "webdav", "s3", "nfs"}
 	var table []string
 	for _, w := range doors {
 		name, content := "from-"+w+".txt", "written through "+w+"\n"

@@ -29,6 +29,7 @@ import (
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/nfs"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/web"
 	"pando.dev/pando/internal/wire"
@@ -60,9 +61,12 @@ type Gateway struct {
 	closing map[string]chan struct{} // users being closed: closed when done
 	closed  bool
 	servers []*web.Server
+	nfs     []*nfs.Server
 
-	// Counters count the requests of the gateway's front ends.
+	// Counters count the requests of the gateway's front ends; NFS,
+	// those of its NFS front end.
 	Counters web.Counters
+	NFS      nfs.Counters
 
 	signIns signIns
 	ctlMu   sync.Mutex
@@ -339,12 +343,22 @@ type Stats struct {
 	Direct          int64             `json:"direct_opens"`
 	RPCs            map[string]uint64 `json:"rpcs"`
 	Cache           cache.Stats       `json:"cache"`
+	NFS             NFSStats          `json:"nfs"`
+}
+
+// NFSStats are the figures of an NFS front end.
+type NFSStats struct {
+	BadCalls     int64 `json:"bad_calls"`     // malformed calls (their connection closed)
+	ConnsRefused int64 `json:"conns_refused"` // from networks not allowed, or past the bound
+	BytesRead    int64 `json:"bytes_read"`
+	BytesWritten int64 `json:"bytes_written"`
 }
 
 // Stats returns the gateway's figures.
 func (g *Gateway) Stats() Stats {
-	s := Stats{Requests: g.Counters.Requests.Load(), Refused: g.Counters.Refused.Load(), Unauthenticated: g.Counters.Unauthenticated.Load(),
-		Direct: g.Counters.Direct.Load(), RPCs: map[string]uint64{}}
+	s := Stats{Requests: g.Counters.Requests.Load() + g.NFS.Requests.Load(), Refused: g.Counters.Refused.Load() + g.NFS.Refused.Load(),
+		Unauthenticated: g.Counters.Unauthenticated.Load(), Direct: g.Counters.Direct.Load(), RPCs: map[string]uint64{},
+		NFS: NFSStats{BadCalls: g.NFS.BadRecords.Load(), ConnsRefused: g.NFS.ConnsRefused.Load(), BytesRead: g.NFS.BytesRead.Load(), BytesWritten: g.NFS.BytesWritten.Load()}}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s.Users = len(g.users)
@@ -367,10 +381,13 @@ func (g *Gateway) Stats() Stats {
 // Close closes every user's file system, sending what they hold.
 func (g *Gateway) Close() {
 	g.mu.Lock()
-	servers := g.servers
+	servers, nfss := g.servers, g.nfs
 	g.mu.Unlock()
 	for _, s := range servers {
 		s.Close()
+	}
+	for _, s := range nfss {
+		s.Close() // sends what its open files hold, through the users' vfs
 	}
 	g.stopWatch()
 	<-g.watched

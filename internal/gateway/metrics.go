@@ -15,6 +15,9 @@ var (
 	descGwRequests = prometheus.NewDesc("pando_gateway_requests_total", "Requests served, by outcome: all, refused (a right missing) or unauthenticated.", []string{"outcome"}, nil)
 	descGwUsers    = prometheus.NewDesc("pando_gateway_users", "Users with a file system open at the gateway.", nil, nil)
 	descGwDirect   = prometheus.NewDesc("pando_gateway_direct_opens_total", "Opens read straight from the cache's data file.", nil, nil)
+	descGwNFSBad   = prometheus.NewDesc("pando_gateway_nfs_bad_calls_total", "NFS calls refused as malformed (their connection closed).", nil, nil)
+	descGwNFSConns = prometheus.NewDesc("pando_gateway_nfs_connections_refused_total", "NFS connections refused: from a network not allowed, or past the bound.", nil, nil)
+	descGwNFSBytes = prometheus.NewDesc("pando_gateway_nfs_bytes_total", "Bytes read and written through NFS.", []string{"dir"}, nil)
 	descGwRPCs     = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
 	descGwHits     = prometheus.NewDesc("pando_cache_hits_total", "Reads served from the users' caches.", nil, nil)
 	descGwMisses   = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
@@ -39,6 +42,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descGwRequests, float64(st.Unauthenticated), "unauthenticated")
 	gauge(descGwUsers, float64(st.Users))
 	counter(descGwDirect, float64(st.Direct))
+	counter(descGwNFSBad, float64(st.NFS.BadCalls))
+	counter(descGwNFSConns, float64(st.NFS.ConnsRefused))
+	counter(descGwNFSBytes, float64(st.NFS.BytesRead), "read")
+	counter(descGwNFSBytes, float64(st.NFS.BytesWritten), "written")
 	for op, n := range st.RPCs {
 		counter(descGwRPCs, float64(n), op)
 	}

@@ -19,7 +19,7 @@ var rank = map[string]int{
 	"internal/client": 2, "internal/cache": 2,
 	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
 	"internal/vfs":   4,
-	"internal/mount": 5, "internal/web": 5, // edges
+	"internal/mount": 5, "internal/web": 5, "internal/nfs": 5, // edges
 	"internal/agent": 6, "internal/gateway": 6, // each runs an edge over its vfs
 	"internal/cli": 7, "internal/testenv": 7, "internal/bench": 8, "internal/doctor": 8,
 	"cmd/pando": 9, "internal/e2e": 9, "internal/layers": 9,
@@ -27,7 +27,7 @@ var rank = map[string]int{
 
 // edges may import, of the ranked packages, only these: the vfs, and
 // wire for the types of the vfs's API.
-var edges = map[string]bool{"internal/mount": true, "internal/web": true}
+var edges = map[string]bool{"internal/mount": true, "internal/web": true, "internal/nfs": true}
 
 // TestLayers fails when a package imports one above or beside it, when an
 // edge imports below the vfs, or when a package has no rank yet.

@@ -58,6 +58,11 @@ func (v *FS) refuse(ctx context.Context, key, p string, base *wire.Attr, err err
 // their share refused it for good.
 func (v *FS) Refusals() uint64 { return v.refusals.Load() }
 
+// Writable reports why data may not be written through the handle (see
+// writable): an edge that cannot fail a later write with the share's
+// refusal (NFS answers a WRITE before its data is sent) asks at open.
+func (h *Handle) Writable(ctx context.Context) error { return h.writable(ctx) }
+
 // writable reports why data may not be written into the cache for the
 // handle: the share refused for good to open the file for writing (the
 // open started at open(2) is waited for). A share that could not be
