@@ -146,6 +146,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		lf                    limitFlags
 		serve                 []string
 		passwords, s3Keys     string
+		smbPasswords          string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -234,7 +235,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 			}
-			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys)
+			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, smbPasswords)
 			if err != nil {
 				return err
 			}
@@ -254,9 +255,10 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringArrayVar(&dirs, "share", nil, "directory to export (repeatable; default STATE/data)")
 	cmd.Flags().BoolVar(&noConfig, "no-config", false, "do not write the administrator's configuration to the default place")
 	cmd.Flags().StringVar(&mountDir, "mount", "", "also mount the namespace here (FUSE)")
-	cmd.Flags().StringArrayVar(&serve, "serve", nil, "also serve the namespace: http=ADDR, webdav=ADDR or s3=ADDR (repeatable; see pando serve)")
+	cmd.Flags().StringArrayVar(&serve, "serve", nil, "also serve the namespace: http=ADDR, webdav=ADDR, s3=ADDR or smb=ADDR (repeatable; see pando serve)")
 	cmd.Flags().StringVar(&passwords, "passwords", "", "a password file for the gateways of --serve (pando serve passwd)")
 	cmd.Flags().StringVar(&s3Keys, "s3-keys", "", "the S3 access key file for --serve s3=ADDR (pando serve s3-key)")
+	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)
