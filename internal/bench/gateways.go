@@ -76,7 +76,7 @@ func (c *gwClient) timeGet(name string, size int64) (float64, error) {
 }
 
 // runGateways reads a large file cold and warm, and writes many small
-// files, through the HTTP, WebDAV and S3 gateways, beside the mount and
+// files, through the HTTP, WebDAV, S3 and SMB gateways, beside the mount and
 // beside rclone serve over the mount's directory (when rclone is here).
 func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	size, nsmall := int64(1<<30), 10000
@@ -92,7 +92,7 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	// The folders of the small files, made before any door looks.
-	for _, d := range []string{"mount", "http", "webdav", "http-clear", "webdav-clear", "s3"} {
+	for _, d := range []string{"mount", "http", "webdav", "http-clear", "webdav-clear", "s3", "smb"} {
 		if err := os.Mkdir(filepath.Join(root, "small-"+d), 0o755); err != nil {
 			return nil, err
 		}
@@ -184,6 +184,11 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 		}
 		row(d.description, fmt.Sprintf("%d x 4KiB written", nsmall), float64(nsmall)/time.Since(t0).Seconds(), "files/s", "", 0)
 	}
+	smbRows, err := smbRows(ctx, o, e, size, nsmall, mc, mw)
+	if err != nil {
+		return nil, fmt.Errorf("the SMB gateway: %w", err)
+	}
+	rows = append(rows, smbRows...)
 	o.say("gateways: small files through the mount")
 	body := bytes.Repeat([]byte("x"), 4096)
 	t0 := time.Now()
