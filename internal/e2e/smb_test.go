@@ -321,14 +321,26 @@ func TestSMBClient(t *testing.T) {
 }
 
 // TestSMBGatewayKilled: a gateway killed (SIGKILL) takes Samba with it,
-// and the next one starts over the dead mounts it left.
+// and the next one starts over the dead mounts it left; a user's mistakes
+// with pando serve smb and smb-passwd get one sentence each.
 func TestSMBGatewayKilled(t *testing.T) {
 	d := newDomain(t, "d")
 	root := d.addShare("data")
-	d.addUser("alice")
+	alice := d.addUser("alice")
 	d.pando(d.admin, "acl", "set", "/d/data", "alice", "rlidwk").ok()
 	os.WriteFile(filepath.Join(root, "pre.txt"), []byte("made at the share\n"), 0o644)
 	s := startSMB(t, d, "alice:alice-password")
+	// A user's mistakes get one sentence.
+	web, pw := filepath.Join(d.dir, "smbgw.json"), filepath.Join(d.dir, "smbpasswd")
+	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0")).fails(2, "--passwords")
+	d.pando(alice, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "alice@d", "--gateway")
+	d.pando(web, "serve", "smb", "--listen", "localhost:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "IP address")
+	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw, "--encrypt", "off").fails(1, "required or desired")
+	os.Chmod(pw, 0o644)
+	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "chmod 600")
+	os.Chmod(pw, 0o600)
+	runPando(t, "short\n", web, "serve", "smb-passwd", "--passwords", pw, "bob").fails(1, "shorter than 8")
+	runPando(t, "long enough\n", web, "serve", "smb-passwd", "--passwords", pw, "Bob").fails(1, "lower-case")
 	if out := s.client("alice%alice-password", `ls data\*`); !strings.Contains(out, "pre.txt") {
 		t.Fatalf("ls as alice: %s", out)
 	}
@@ -346,8 +358,7 @@ func TestSMBGatewayKilled(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	pw := filepath.Join(d.dir, "smbpasswd")
-	p, _ := start(t, `smb gateway \S+ of domain \S+ at smb://`, nil, "--config", filepath.Join(d.dir, "smbgw.json"), "serve", "smb",
+	p, _ := start(t, `smb gateway \S+ of domain \S+ at smb://`, nil, "--config", web, "serve", "smb",
 		"--listen", s.addr, "--cache-dir", s.cacheDir, "--passwords", pw)
 	s.p = p
 	if out := s.client("alice%alice-password", `ls data\*`); !strings.Contains(out, "pre.txt") {

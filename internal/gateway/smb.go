@@ -79,6 +79,9 @@ func nssWrapper() string {
 // StartSMB starts Samba on cfg.Listen, with a mount for each user of
 // the password file.
 func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the SMB gateway runs Samba and a FUSE mount per user, which need root: run it as root")
+	}
 	for _, p := range []string{smbdPath, dcerpcdPath} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("the SMB gateway runs Samba, and %s is missing: install it (apt-get install samba libnss-wrapper)", p)

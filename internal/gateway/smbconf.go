@@ -73,6 +73,16 @@ func smbConf(dir, domain string, ip net.IP, port, encrypt string) string {
 	w("map hidden", "no")
 	w("map system", "no")
 	w("map readonly", "no")
+	// Names are matched as they are, as at the shares: else Samba lists
+	// the whole directory to look for a name in other letters at every
+	// name it does not find (each create), which is O(n) per file.
+	w("case sensitive", "yes")
+	w("preserve case", "yes")
+	w("short preserve case", "yes")
+	// Byte-range locks are not tested at every read and write (each test
+	// would be a lock request to the share); they stay advisory, as on
+	// Unix.
+	w("strict locking", "no")
 	w("unix extensions", "no")
 	w("wide links", "no")
 	w("allow insecure wide links", "no")
