@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,9 +63,9 @@ func startSMB(t *testing.T, d *domain, users ...string) *smbGateway {
 
 // client runs smbclient as user (user%password) with the commands cmds
 // and returns what it printed.
-func (s *smbGateway) client(user, cmds string) string {
+func (s *smbGateway) client(user, cmds string, opts ...string) string {
 	host, port, _ := strings.Cut(s.addr, ":")
-	cmd := exec.Command("smbclient", "//"+host+"/"+s.share, "-p", port, "-U", user, "-c", cmds)
+	cmd := exec.Command("smbclient", append([]string{"//" + host + "/" + s.share, "-p", port, "-U", user, "-c", cmds}, opts...)...)
 	cmd.Dir = s.work
 	out, _ := cmd.CombinedOutput()
 	return string(out)
@@ -218,6 +220,45 @@ func TestSMBClient(t *testing.T) {
 			t.Errorf("sign-in as %s: %s", u, out)
 		}
 		serving("sign-in as " + u)
+	}
+
+	// Only SMB 3, and encrypted: smbstatus (with the gateway's Samba
+	// configuration) shows a session held open, even of a client that
+	// would not ask for encryption, as SMB 3 with AES.
+	host, port, _ := strings.Cut(s.addr, ":")
+	held := exec.Command("smbclient", "//"+host+"/"+s.share, "-p", port, "-U", a, "--option=client smb encrypt=off")
+	stdin, _ := held.StdinPipe()
+	held.Dir = s.work
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(stdin, `ls data\pre.txt`)
+	var status string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		st := exec.Command("smbstatus", "-b", "-s", filepath.Join(s.cacheDir, "smb/samba/smb.conf"))
+		lib, _ := filepath.Glob("/usr/lib/*/libnss_wrapper.so")
+		st.Env = append(os.Environ(), "LD_PRELOAD="+strings.Join(lib, ""), "NSS_WRAPPER_PASSWD="+filepath.Join(s.cacheDir, "smb/samba/passwd"),
+			"NSS_WRAPPER_GROUP="+filepath.Join(s.cacheDir, "smb/samba/group"))
+		out, _ := st.CombinedOutput()
+		if status = string(out); strings.Contains(status, "alice ") {
+			break
+		}
+	}
+	fmt.Fprintln(stdin, "quit")
+	stdin.Close()
+	held.Wait()
+	if m := regexp.MustCompile(`alice .* SMB3_\d+ +AES-\d+-(GCM|CCM).*`).FindString(status); m == "" {
+		t.Errorf("alice's session is not SMB 3 encrypted:\n%s", status)
+	} else {
+		t.Logf("smbstatus: %s", m)
+	}
+	for _, o := range [][]string{{"--option=client max protocol=SMB2_10"}, {"--option=client min protocol=NT1", "--option=client max protocol=NT1"}} {
+		if out := s.client(a, `ls data\*`, o...); !strings.Contains(out, "NT_STATUS_") || strings.Contains(out, "pre.txt") {
+			t.Errorf("a client with %s: %s", o, out)
+		} else {
+			t.Logf("%s: %s", o, strings.TrimSpace(out))
+		}
+		serving(strings.Join(o, " "))
 	}
 
 	// Paths that climb out, in SMB's syntax: nothing outside is reached.
