@@ -363,7 +363,8 @@ func TestSMBClient(t *testing.T) {
 
 // TestSMBGatewayKilled: a gateway killed (SIGKILL) takes Samba with it,
 // and the next one starts over the dead mounts it left; a user's mistakes
-// with pando serve smb and smb-passwd get one sentence each.
+// with pando serve smb and smb-passwd get one sentence each; users added,
+// changed and removed in the password file are followed.
 func TestSMBGatewayKilled(t *testing.T) {
 	d := newDomain(t, "d")
 	root := d.addShare("data")
@@ -405,4 +406,42 @@ func TestSMBGatewayKilled(t *testing.T) {
 	if out := s.client("alice%alice-password", `ls data\*`); !strings.Contains(out, "pre.txt") {
 		t.Fatalf("ls as alice after a restart: %s\n%s", out, p.output())
 	}
+
+	// The password file is followed: a user added is served, a password
+	// changed holds, a user removed is refused and unmounted.
+	d.addUser("carol")
+	d.pando(d.admin, "acl", "set", "/d/data", "carol", "rl").ok()
+	runPando(t, "carol-password\n", web, "serve", "smb-passwd", "--passwords", pw, "carol").ok()
+	within := func(what, user, want string) {
+		t.Helper()
+		var out string
+		for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if out = s.client(user, `ls data\pre.txt`); strings.Contains(out, want) {
+				return
+			}
+		}
+		t.Errorf("%s: not within 15 s: %s", what, out)
+	}
+	within("carol added", "carol%carol-password", "pre.txt")
+	runPando(t, "carol-password-2\n", web, "serve", "smb-passwd", "--passwords", pw, "carol").ok()
+	within("carol's new password", "carol%carol-password-2", "pre.txt")
+	if out := s.client("carol%carol-password", `ls`); !strings.Contains(out, "NT_STATUS_LOGON_FAILURE") {
+		t.Errorf("carol's old password: %s", out)
+	}
+	b, _ := os.ReadFile(pw)
+	var keep []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(line, "alice:") {
+			keep = append(keep, line)
+		}
+	}
+	os.WriteFile(pw, []byte(strings.Join(keep, "\n")+"\n"), 0o600)
+	within("alice removed", "alice%alice-password", "NT_STATUS_LOGON_FAILURE")
+	for end := time.Now().Add(5 * time.Second); mounted(filepath.Join(s.cacheDir, "smb/mnt/alice")) && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if mounted(filepath.Join(s.cacheDir, "smb/mnt/alice")) {
+		t.Error("alice's mount is still there after she was removed")
+	}
+	within("carol after alice was removed", "carol%carol-password-2", "pre.txt")
 }
