@@ -180,14 +180,11 @@ their name, with their rights. See docs/gateways.md.`,
 				defer gw.Close()
 				defer ln.Close()
 				fmt.Fprintf(cmd.OutOrStdout(), "%s gateway %s of domain %s at %s\n", proto.name, gw.Identity(), gw.Domain(), url)
-				if f.metrics != "" {
-					ml, err := gw.ServeMetrics(f.metrics)
-					if err != nil {
-						return err
-					}
-					defer ml.Close()
-					fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ml.Addr())
+				stopMetrics, err := f.serveMetrics(cmd, gw)
+				if err != nil {
+					return err
 				}
+				defer stopMetrics()
 				<-cmd.Context().Done()
 				return nil
 			},
@@ -307,4 +304,18 @@ func setPassword(cmd *cobra.Command, what, file, user string, set func(file, use
 	abs, _ := filepath.Abs(file)
 	fmt.Fprintf(cmd.OutOrStdout(), "\n%s of %s set in %s\n", what, user, abs)
 	return nil
+}
+
+// serveMetrics serves gw's metrics at --metrics, if given, until the
+// function returned is called.
+func (f *gatewayFlags) serveMetrics(cmd *cobra.Command, gw *gateway.Gateway) (func(), error) {
+	if f.metrics == "" {
+		return func() {}, nil
+	}
+	ml, err := gw.ServeMetrics(f.metrics)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ml.Addr())
+	return func() { ml.Close() }, nil
 }

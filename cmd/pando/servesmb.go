@@ -64,14 +64,11 @@ pando serve smb-passwd. See docs/gateways.md.`,
 			defer smb.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "smb gateway %s of domain %s at smb://%s/%s (users: %s)\n", gw.Identity(), gw.Domain(), smb.Addr(), gw.Domain(),
 				strings.Join(smb.Users(), ", "))
-			if f.metrics != "" {
-				ml, err := gw.ServeMetrics(f.metrics)
-				if err != nil {
-					return err
-				}
-				defer ml.Close()
-				fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ml.Addr())
+			stopMetrics, err := f.serveMetrics(cmd, gw)
+			if err != nil {
+				return err
 			}
+			defer stopMetrics()
 			select {
 			case <-cmd.Context().Done():
 				return nil

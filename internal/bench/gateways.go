@@ -204,16 +204,10 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 // startGateways starts a gateway for the administrator with HTTP (TLS and
 // clear), WebDAV and S3 front ends, and returns a client of each.
 func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
-	cl, err := client.New(e.Admin, client.Options{})
+	creds, err := gatewayCreds(ctx, e, "bench-gw")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cl.GatewayAdd(ctx, "bench-gw")
-	cl.Close()
-	if err != nil {
-		return nil, err
-	}
-	creds := &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: "bench-gw", CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
 	pwFile, keyFile := filepath.Join(e.Dir, "passwd"), filepath.Join(e.Dir, "s3keys")
 	if err := gateway.SetPassword(pwFile, "admin", "bench-password"); err != nil {
 		return nil, err
@@ -297,4 +291,18 @@ func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
 	}
 	out = append(out, &gwClient{hc: tlsClient, base: "https://" + ln.Addr().String(), s3: true, user: access, pass: secret, bucketPath: "/data", description: "s3"})
 	return out, nil
+}
+
+// gatewayCreds makes the credentials of a gateway name.
+func gatewayCreds(ctx context.Context, e *Env, name string) (*config.Config, error) {
+	cl, err := client.New(e.Admin, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.GatewayAdd(ctx, name)
+	cl.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: name, CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}, nil
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
-	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/gateway"
 )
 
@@ -25,16 +23,10 @@ func smbRows(ctx context.Context, o Options, e *Env, size int64, nsmall int, mc,
 		o.say("gateways: smbclient is not installed: SMB is not measured (apt-get install samba smbclient libnss-wrapper)")
 		return nil, nil
 	}
-	cl, err := client.New(e.Admin, client.Options{})
+	creds, err := gatewayCreds(ctx, e, "bench-smb")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cl.GatewayAdd(ctx, "bench-smb")
-	cl.Close()
-	if err != nil {
-		return nil, err
-	}
-	creds := &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: "bench-smb", CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
 	dir := filepath.Join(e.Dir, "gateway-smb")
 	pw := filepath.Join(e.Dir, "smbpasswd")
 	if err := gateway.SetSMBPassword(pw, "admin", "bench-password"); err != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -401,10 +403,24 @@ func TestSMBGatewayKilled(t *testing.T) {
 		}
 	}
 	p, _ := start(t, `smb gateway \S+ of domain \S+ at smb://`, nil, "--config", web, "serve", "smb",
-		"--listen", s.addr, "--cache-dir", s.cacheDir, "--passwords", pw)
+		"--listen", s.addr, "--cache-dir", s.cacheDir, "--passwords", pw, "--metrics", "127.0.0.1:0")
 	s.p = p
 	if out := s.client("alice%alice-password", `ls data\*`); !strings.Contains(out, "pre.txt") {
 		t.Fatalf("ls as alice after a restart: %s\n%s", out, p.output())
+	}
+	// Its figures are a gateway's: alice is a user served.
+	var metrics string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && metrics == ""; time.Sleep(100 * time.Millisecond) {
+		metrics = between(p.output(), "metrics at http://", "/metrics")
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("the SMB gateway's metrics: %v\n%s", err, p.output())
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "pando_gateway_users 1") {
+		t.Errorf("the SMB gateway's metrics do not count alice:\n%.2000s", body)
 	}
 
 	// The password file is followed: a user added is served, a password
