@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -167,10 +168,13 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 			return nil, fmt.Errorf("starting Samba: %w", err)
 		}
 		s.procs = append(s.procs, c)
+		if i == 0 {
+			os.WriteFile(filepath.Join(dir, "samba/pgid"), []byte(strconv.Itoa(smbd.Process.Pid)), 0o600)
+			go func() { _ = smbd.Wait(); close(s.exited) }()
+		} else {
+			go func() { _ = c.Wait() }()
+		}
 	}
-	os.WriteFile(filepath.Join(dir, "samba/pgid"), []byte(strconv.Itoa(smbd.Process.Pid)), 0o600)
-	go func() { _ = smbd.Wait(); close(s.exited) }()
-	go func() { _ = dcerpcd.Wait() }()
 	if err := s.waitListening(30 * time.Second); err != nil {
 		s.Close()
 		return nil, err
@@ -187,13 +191,7 @@ func (s *SMB) Addr() string { return s.addr }
 func (s *SMB) Users() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Sorted(func(yield func(string) bool) {
-		for u := range s.mounts {
-			if !yield(u) {
-				return
-			}
-		}
-	})
+	return slices.Sorted(maps.Keys(s.mounts))
 }
 
 // Exited is closed when smbd has ended on its own.
