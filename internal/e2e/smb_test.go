@@ -114,6 +114,21 @@ func TestSMBClient(t *testing.T) {
 	d.addUser("bob")
 	d.pando(d.admin, "acl", "set", "/d/data", "alice", "rlidwk", "bob", "rl").ok()
 	os.WriteFile(filepath.Join(root, "pre.txt"), []byte("made at the share\n"), 0o644)
+	hostFiles := func() map[string]string {
+		m := map[string]string{}
+		for _, f := range []string{"/etc/passwd", "/etc/group", "/etc/shadow"} {
+			b, _ := os.ReadFile(f)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "alice:") || strings.HasPrefix(line, "bob:") {
+					m[f+" "+line] = "an account"
+				}
+			}
+		}
+		maps.Copy(m, testenv.Tree(t, "/etc/samba"))
+		maps.Copy(m, testenv.Tree(t, "/var/lib/samba"))
+		return m
+	}
+	hostBefore := hostFiles()
 	s := startSMB(t, d, "alice:alice-password", "bob:bob-password")
 	const a, b = "alice%alice-password", "bob%bob-password"
 	serving := func(after string) {
@@ -346,6 +361,11 @@ func TestSMBClient(t *testing.T) {
 	// names are case-blind), and reaches that user's mount or nothing.
 	if out := s.client("ALICE%alice-password", `ls data\*`); !strings.Contains(out, "pre.txt") && !strings.Contains(out, "NT_STATUS_") {
 		t.Errorf("as ALICE: %s", out)
+	}
+
+	// No account, group or Samba file of the host was made or changed.
+	if !maps.Equal(hostBefore, hostFiles()) {
+		t.Error("the host's accounts or Samba files changed")
 	}
 
 	// Samba ends with the gateway; the mounts are gone.
