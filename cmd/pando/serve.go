@@ -40,6 +40,17 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string, proto string) {
 	} else {
 		cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) instead of the passwords the controller keeps (pando user passwd), for HTTP Basic authentication over TLS")
 	}
+	f.addCommon(cmd, addr)
+	if proto == "nfs" {
+		return // no TLS in NFSv3
+	}
+	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "the certificate to serve TLS with (default: one the gateway makes and keeps in --cache-dir as gateway.crt)")
+	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert")
+	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
+}
+
+// addCommon adds the flags every gateway has.
+func (f *gatewayFlags) addCommon(cmd *cobra.Command, addr string) {
 	cmd.Flags().StringVar(&f.listen, "listen", addr, "address to listen on")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "disk space each user's cache may use")
@@ -47,39 +58,43 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string, proto string) {
 	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
-	if proto == "nfs" {
-		return
-	}
-	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "the certificate to serve TLS with (default: one the gateway makes and keeps in --cache-dir as gateway.crt)")
-	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the key of --tls-cert")
-	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "serve plain HTTP, without TLS (only on a loopback address)")
 }
 
 // start starts a gateway and its front end for proto (http, webdav or
 // s3), with the gateway's credentials creds (nil: those of --config).
-func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string) (*gateway.Gateway, net.Listener, string, error) {
+// config is the gateway's configuration from the flags, with the
+// gateway's credentials creds (nil: those of --config).
+func (f *gatewayFlags) config(g *cli.Globals, creds *config.Config) (gateway.Config, error) {
 	cfg := gateway.Config{Log: g.Logger(), Client: creds}
 	var err error
 	if cfg.Client == nil {
 		if cfg.Client, err = g.Config(); err != nil {
-			return nil, nil, "", err
+			return cfg, err
 		}
 	}
 	cfg.Cache = cache.Options{Dir: f.cacheDir}
 	if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {
-		return nil, nil, "", cli.Usagef("--cache-size: %v", err)
+		return cfg, cli.Usagef("--cache-size: %v", err)
 	}
 	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
-		return nil, nil, "", cli.Usagef("--memory: %v", err)
+		return cfg, cli.Usagef("--memory: %v", err)
 	}
 	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
-		return nil, nil, "", cli.Usagef("--consistency: %v", err)
+		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
-		return nil, nil, "", cli.Usagef("--write: %v", err)
+		return cfg, cli.Usagef("--write: %v", err)
 	}
 	if err := cfg.VFS.Check(); err != nil {
-		return nil, nil, "", cli.Usagef("--write: %v", err)
+		return cfg, cli.Usagef("--write: %v", err)
+	}
+	return cfg, nil
+}
+
+func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string) (*gateway.Gateway, net.Listener, string, error) {
+	cfg, err := f.config(g, creds)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	host, _, err := net.SplitHostPort(f.listen)
 	if err != nil {
@@ -178,14 +193,11 @@ docs/gateways.md.`,
 				defer gw.Close()
 				defer ln.Close()
 				fmt.Fprintf(cmd.OutOrStdout(), "%s gateway %s of domain %s at %s\n", proto.name, gw.Identity(), gw.Domain(), url)
-				if f.metrics != "" {
-					ml, err := gw.ServeMetrics(f.metrics)
-					if err != nil {
-						return err
-					}
-					defer ml.Close()
-					fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ml.Addr())
+				stopMetrics, err := f.serveMetrics(cmd, gw)
+				if err != nil {
+					return err
 				}
+				defer stopMetrics()
 				<-cmd.Context().Done()
 				return nil
 			},
@@ -202,17 +214,7 @@ docs/gateways.md.`,
 			if file == "" {
 				return cli.Usagef("name the password file with --passwords FILE")
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "password for %s: ", args[0])
-			line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
-			if err != nil && line == "" {
-				return errors.New("no password was given on standard input")
-			}
-			if err := gateway.SetPassword(file, args[0], strings.TrimRight(line, "\r\n")); err != nil {
-				return err
-			}
-			abs, _ := filepath.Abs(file)
-			fmt.Fprintf(cmd.OutOrStdout(), "\npassword of %s set in %s\n", args[0], abs)
-			return nil
+			return setPassword(cmd, "password", file, args[0], gateway.SetPassword)
 		},
 	}
 	passwd.Flags().StringVar(&file, "passwords", "", "the password file (made, mode 0600, if missing)")
@@ -234,7 +236,7 @@ docs/gateways.md.`,
 		},
 	}
 	s3key.Flags().StringVar(&keyFile, "keys", "", "the key file (made, mode 0600, if missing)")
-	cmd.AddCommand(passwd, s3key)
+	cmd.AddCommand(passwd, s3key, newServeSMBCmd(g), newSMBPasswdCmd())
 	return cmd
 }
 
@@ -247,7 +249,7 @@ type tlsCertRef struct {
 // PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
 // use and keeps in state/gateway.json. It returns a function that stops
 // them.
-func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys string, nfsExports, nfsAllow []string) (func(), error) {
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys, smbPasswords string, nfsExports, nfsAllow []string) (func(), error) {
 	var stops []func()
 	stop := func() {
 		for _, s := range stops {
@@ -274,12 +276,24 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	creds.Controller, creds.Controllers = admin.Controller, admin.Controllers
 	for _, spec := range specs {
 		proto, addr, ok := strings.Cut(spec, "=")
-		if !ok || (proto != "http" && proto != "webdav" && proto != "s3" && proto != "nfs") || addr == "" {
+		if !ok || (proto != "http" && proto != "webdav" && proto != "s3" && proto != "nfs" && proto != "smb") || addr == "" {
 			stop()
-			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav, s3 or nfs, e.g. --serve webdav=127.0.0.1:8444", spec)
+			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav, s3, nfs or smb, e.g. --serve webdav=127.0.0.1:8444", spec)
 		}
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
 			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
+		if proto == "smb" {
+			f.passwords = smbPasswords
+			sf := smbFlags{gatewayFlags: f}
+			gw, smb, err := sf.start(g, creds)
+			if err != nil {
+				stop()
+				return func() {}, fmt.Errorf("--serve %s: %w", spec, err)
+			}
+			stops = append(stops, func() { smb.Close(); gw.Close() })
+			fmt.Fprintf(cmd.OutOrStdout(), "smb gateway at smb://%s/%s\n", smb.Addr(), gw.Domain())
+			continue
+		}
 		if proto == "nfs" && len(f.exports) == 0 {
 			f.exports = []string{"/" + admin.Domain + "=" + admin.User}
 		}
@@ -295,4 +309,34 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 		fmt.Fprintf(cmd.OutOrStdout(), "%s gateway at %s\n", proto, url)
 	}
 	return stop, nil
+}
+
+// setPassword reads user's password (what) from standard input and sets
+// it in file with set.
+func setPassword(cmd *cobra.Command, what, file, user string, set func(file, user, pw string) error) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s for %s: ", what, user)
+	line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+	if err != nil && line == "" {
+		return errors.New("no password was given on standard input")
+	}
+	if err := set(file, user, strings.TrimRight(line, "\r\n")); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(file)
+	fmt.Fprintf(cmd.OutOrStdout(), "\n%s of %s set in %s\n", what, user, abs)
+	return nil
+}
+
+// serveMetrics serves gw's metrics at --metrics, if given, until the
+// function returned is called.
+func (f *gatewayFlags) serveMetrics(cmd *cobra.Command, gw *gateway.Gateway) (func(), error) {
+	if f.metrics == "" {
+		return func() {}, nil
+	}
+	ml, err := gw.ServeMetrics(f.metrics)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ml.Addr())
+	return func() { ml.Close() }, nil
 }

@@ -147,6 +147,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		serve                 []string
 		passwords, s3Keys     string
 		nfsExports, nfsAllow  []string
+		smbPasswords          string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -235,7 +236,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 			}
-			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, nfsExports, nfsAllow)
+			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, smbPasswords, nfsExports, nfsAllow)
 			if err != nil {
 				return err
 			}
@@ -255,11 +256,12 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringArrayVar(&dirs, "share", nil, "directory to export (repeatable; default STATE/data)")
 	cmd.Flags().BoolVar(&noConfig, "no-config", false, "do not write the administrator's configuration to the default place")
 	cmd.Flags().StringVar(&mountDir, "mount", "", "also mount the namespace here (FUSE)")
-	cmd.Flags().StringArrayVar(&serve, "serve", nil, "also serve the namespace: http=ADDR, webdav=ADDR, s3=ADDR or nfs=ADDR (repeatable; see pando serve)")
+	cmd.Flags().StringArrayVar(&serve, "serve", nil, "also serve the namespace: http=ADDR, webdav=ADDR, s3=ADDR, nfs=ADDR or smb=ADDR (repeatable; see pando serve)")
 	cmd.Flags().StringSliceVar(&nfsExports, "nfs-export", nil, "exports of --serve nfs=ADDR: PATH=PRINCIPAL (default: /DOMAIN as the administrator)")
 	cmd.Flags().StringSliceVar(&nfsAllow, "nfs-allow", nil, "client networks of --serve nfs=ADDR (default: loopback only)")
 	cmd.Flags().StringVar(&passwords, "passwords", "", "a password file for the gateways of --serve (pando serve passwd)")
 	cmd.Flags().StringVar(&s3Keys, "s3-keys", "", "the S3 access key file for --serve s3=ADDR (pando serve s3-key)")
+	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)

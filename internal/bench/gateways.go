@@ -76,7 +76,7 @@ func (c *gwClient) timeGet(name string, size int64) (float64, error) {
 }
 
 // runGateways reads a large file cold and warm, and writes many small
-// files, through the HTTP, WebDAV and S3 gateways, beside the mount and
+// files, through the HTTP, WebDAV, S3 and SMB gateways, beside the mount and
 // beside rclone serve over the mount's directory (when rclone is here).
 func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	size, nsmall := int64(1<<30), 10000
@@ -92,7 +92,7 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	// The folders of the small files, made before any door looks.
-	for _, d := range []string{"mount", "http", "webdav", "http-clear", "webdav-clear", "s3", "nfs"} {
+	for _, d := range []string{"mount", "http", "webdav", "http-clear", "webdav-clear", "s3", "nfs", "smb"} {
 		if err := os.Mkdir(filepath.Join(root, "small-"+d), 0o755); err != nil {
 			return nil, err
 		}
@@ -187,6 +187,11 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	if err := benchNFS(ctx, o, e, a.Path("/bench/data"), size, nsmall, mc, mountWarm, row); err != nil {
 		return nil, err
 	}
+	smbRows, err := smbRows(ctx, o, e, size, nsmall, mc, mw)
+	if err != nil {
+		return nil, fmt.Errorf("the SMB gateway: %w", err)
+	}
+	rows = append(rows, smbRows...)
 	o.say("gateways: small files through the mount")
 	body := bytes.Repeat([]byte("x"), 4096)
 	t0 := time.Now()
@@ -197,20 +202,6 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	}
 	row("mount", fmt.Sprintf("%d x 4KiB written", nsmall), float64(nsmall)/time.Since(t0).Seconds(), "files/s", "", 0)
 	return rows, nil
-}
-
-// gatewayCreds makes the credentials of a gateway name.
-func gatewayCreds(ctx context.Context, e *Env, name string) (*config.Config, error) {
-	cl, err := client.New(e.Admin, client.Options{})
-	if err != nil {
-		return nil, err
-	}
-	resp, err := cl.GatewayAdd(ctx, name)
-	cl.Close()
-	if err != nil {
-		return nil, err
-	}
-	return &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: name, CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}, nil
 }
 
 // startGateways starts a gateway for the administrator with HTTP (TLS and
@@ -303,4 +294,18 @@ func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
 	}
 	out = append(out, &gwClient{hc: tlsClient, base: "https://" + ln.Addr().String(), s3: true, user: access, pass: secret, bucketPath: "/data", description: "s3"})
 	return out, nil
+}
+
+// gatewayCreds makes the credentials of a gateway name.
+func gatewayCreds(ctx context.Context, e *Env, name string) (*config.Config, error) {
+	cl, err := client.New(e.Admin, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.GatewayAdd(ctx, name)
+	cl.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &config.Config{Domain: e.Domain, Controller: e.Admin.Controller, User: name, CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}, nil
 }

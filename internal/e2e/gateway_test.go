@@ -100,11 +100,11 @@ func between(s, a, b string) string {
 }
 
 // TestUpServeDoors: pando up with a mount and --serve http, webdav, s3
-// and nfs (four gateways, each with its own cache, consistency window
+// nfs and smb (five gateways, each with its own cache, consistency window
 // 3s): a file written through each door is read through each other, each
 // pair once, within the window's bound.
 func TestUpServeDoors(t *testing.T) {
-	for _, tool := range []string{"curl", "s3cmd", "nfs-cp", "nfs-cat"} {
+	for _, tool := range []string{"curl", "s3cmd", "nfs-cp", "nfs-cat", "smbclient"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (./dev test installs it)", tool)
 		}
@@ -115,19 +115,21 @@ func TestUpServeDoors(t *testing.T) {
 	os.Mkdir(data, 0o755)
 	os.Mkdir(mnt, 0o755)
 	state := filepath.Join(dir, "state")
-	pw, keys := filepath.Join(dir, "passwd"), filepath.Join(dir, "s3keys")
+	pw, keys, smbpw := filepath.Join(dir, "passwd"), filepath.Join(dir, "s3keys"), filepath.Join(dir, "smbpasswd")
 	runPando(t, "admin-password\n", "/nonexistent", "serve", "passwd", "--passwords", pw, "admin").ok()
+	runPando(t, "admin-password\n", "/nonexistent", "serve", "smb-passwd", "--passwords", smbpw, "admin").ok()
 	out := runPando(t, "", "/nonexistent", "serve", "s3-key", "--keys", keys, "admin").ok().stdout
 	access, secret := between(out, "access key ", " for"), between(out, "secret key ", "\n")
 	p, _ := start(t, `pando is up`, nil, "up", "--state", state, "--share", data, "--listen", "127.0.0.1:0", "--no-config",
 		"--mount", mnt, "--serve", "http=127.0.0.1:0", "--serve", "webdav=127.0.0.1:0", "--serve", "s3=127.0.0.1:0",
-		"--serve", "nfs=127.0.0.1:0", "--passwords", pw, "--s3-keys", keys)
+		"--serve", "nfs=127.0.0.1:0", "--serve", "smb=127.0.0.1:0", "--passwords", pw, "--s3-keys", keys, "--smb-passwords", smbpw)
 	urls := map[string]string{}
 	for _, m := range regexp.MustCompile(`(\w+) gateway at (https://\S+)/ \(its certificate: \S+\)`).FindAllStringSubmatch(p.output(), -1) {
 		urls[m[1]] = m[2]
 	}
 	nfsPort := regexp.MustCompile(`nfs gateway at nfs://127\.0\.0\.1:(\d+)/`).FindStringSubmatch(p.output())
-	if len(urls) != 3 || nfsPort == nil {
+	smbAddr := between(p.output(), "smb gateway at smb://", "/local")
+	if len(urls) != 3 || nfsPort == nil || smbAddr == "" {
 		t.Fatalf("pando up does not say where its gateways are:\n%s", p.output())
 	}
 	// Each gateway has its certificate in its own cache directory.
@@ -166,6 +168,20 @@ func TestUpServeDoors(t *testing.T) {
 			return nil
 		},
 	}
+	smb := func(cmds string) error {
+		host, port, _ := strings.Cut(smbAddr, ":")
+		cmd := exec.Command("smbclient", "//"+host+"/local", "-p", port, "-U", "admin%admin-password", "-c", cmds)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err == nil && strings.Contains(string(out), "NT_STATUS") {
+			err = fmt.Errorf("%s", out)
+		}
+		return err
+	}
+	write["smb"] = func(name, content string) error {
+		os.WriteFile(filepath.Join(dir, "src-"+name), []byte(content), 0o644)
+		return smb("put src-" + name + " data\\" + name)
+	}
 	for _, door := range []string{"http", "webdav"} {
 		write[door] = func(name, content string) error {
 			src := filepath.Join(dir, "src-"+name)
@@ -194,9 +210,17 @@ func TestUpServeDoors(t *testing.T) {
 			b, err := exec.Command("nfs-cat", nfsURL(name)).Output()
 			return string(b), err
 		}
+		if door == "smb" {
+			os.Remove(filepath.Join(dir, "got-"+name))
+			if err := smb("get data\\" + name + " got-" + name); err != nil {
+				return "", err
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "got-"+name))
+			return string(b), err
+		}
 		return curl(door, key(door, name))
 	}
-	doors := []string{"mount", "http", "webdav", "s3", "nfs"}
+	doors := []string{"mount", "http", "webdav", "s3", "nfs", "smb"}
 	var table []string
 	for _, w := range doors {
 		name, content := "from-"+w+".txt", "written through "+w+"\n"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
 )
@@ -74,7 +75,7 @@ func TestWebDAVRefusals(t *testing.T) {
 	os.WriteFile(filepath.Join(e.root, "keep.txt"), []byte("kept"), 0o644)
 	os.Mkdir(filepath.Join(e.root, "dir"), 0o755)
 	outside := filepath.Dir(e.root)
-	before, beforeOut := tree(t, e.root), exports(tree(t, outside))
+	before, beforeOut := testenv.Tree(t, e.root), exports(testenv.Tree(t, outside))
 	body := filepath.Join(e.dir, "payload")
 	os.WriteFile(body, []byte("payload"), 0o644)
 	xmlFile := func(name, s string) string {
@@ -121,8 +122,8 @@ func TestWebDAVRefusals(t *testing.T) {
 			t.Errorf("%s: %d (%s), want %d", c.name, code, strings.TrimSpace(msg), c.want)
 		}
 	}
-	sameTree(t, "the share", before, tree(t, e.root))
-	sameTree(t, "beside the share", beforeOut, exports(tree(t, outside)))
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
+	sameTree(t, "beside the share", beforeOut, exports(testenv.Tree(t, outside)))
 	code, msg, _ := e.curl(t, "alice", "-X", "PROPFIND", "-H", "Depth: 1", e.url+"/d/data/")
 	if code != 207 || !strings.Contains(msg, "/d/data/keep.txt") {
 		t.Errorf("PROPFIND after the refusals: %d %s", code, msg)
@@ -247,12 +248,12 @@ func TestWebDAVCadaver(t *testing.T) {
 	if !strings.Contains(out, "a.txt") {
 		t.Errorf("cadaver's ls does not show a.txt:\n%s", out)
 	}
-	before := tree(t, e.root)
+	before := testenv.Tree(t, e.root)
 	out = run("bob", "put local.txt col/bob.txt\ndelete col/b.txt\n")
 	if !strings.Contains(out, "403") {
 		t.Errorf("bob's put and delete through cadaver:\n%s", out)
 	}
-	sameTree(t, "the share after bob's cadaver", before, tree(t, e.root))
+	sameTree(t, "the share after bob's cadaver", before, testenv.Tree(t, e.root))
 	run("alice", "delete col/b.txt\nrmcol col\n")
 	if _, err := os.Stat(filepath.Join(e.root, "col")); err == nil {
 		t.Error("cadaver's rmcol left the collection")

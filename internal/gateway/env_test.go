@@ -2,11 +2,8 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -150,30 +147,6 @@ func (e *env) curl(t *testing.T, user string, args ...string) (int, string, stri
 
 // tree is every path below root with its mode and the hash of its
 // content, to show that a refused request changed nothing.
-func tree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := de.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		if fi.Mode().IsRegular() {
-			b, _ := os.ReadFile(p)
-			sum := sha256.Sum256(b)
-			v += " " + hex.EncodeToString(sum[:])
-		}
-		rel, _ := filepath.Rel(root, p)
-		m[rel] = v
-		return nil
-	})
-	return m
-}
-
 func sameTree(t *testing.T, what string, before, after map[string]string) {
 	t.Helper()
 	for k, v := range before {

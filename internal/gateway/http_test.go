@@ -113,7 +113,7 @@ func TestHTTPRefusals(t *testing.T) {
 	os.WriteFile(filepath.Join(e.root, "keep.txt"), []byte("kept"), 0o644)
 	os.Mkdir(filepath.Join(e.root, "dir"), 0o755)
 	outside := filepath.Dir(e.root)
-	before, beforeOut := tree(t, e.root), exports(tree(t, outside))
+	before, beforeOut := testenv.Tree(t, e.root), exports(testenv.Tree(t, outside))
 	body := filepath.Join(e.dir, "payload")
 	os.WriteFile(body, []byte("payload"), 0o644)
 
@@ -161,8 +161,8 @@ func TestHTTPRefusals(t *testing.T) {
 			t.Errorf("%s: %d (%s), want %d", c.name, code, strings.TrimSpace(msg), c.want)
 		}
 	}
-	sameTree(t, "the share", before, tree(t, e.root))
-	sameTree(t, "beside the share", beforeOut, exports(tree(t, outside)))
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
+	sameTree(t, "beside the share", beforeOut, exports(testenv.Tree(t, outside)))
 	// The gateway serves on.
 	if code, body, _ := e.curl(t, "alice", e.url+"/d/data/keep.txt"); code != 200 || body != "kept" {
 		t.Errorf("after the refusals: %d %q", code, body)
@@ -295,7 +295,7 @@ func TestUsersEvicted(t *testing.T) {
 func TestPutCutShort(t *testing.T) {
 	e := newEnv(t, true)
 	os.WriteFile(filepath.Join(e.root, "keep.txt"), []byte("kept"), 0o644)
-	before := tree(t, e.root)
+	before := testenv.Tree(t, e.root)
 	pem, _ := os.ReadFile(e.cacert)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
@@ -310,7 +310,7 @@ func TestPutCutShort(t *testing.T) {
 		c.Close()
 	}
 	time.Sleep(500 * time.Millisecond) // the gateway sees the end and gives up
-	sameTree(t, "the share", before, tree(t, e.root))
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
 	if ents, _ := os.ReadDir(filepath.Join(e.dir, "cache", "put-spool")); len(ents) != 0 {
 		t.Errorf("%d bodies left in the spool", len(ents))
 	}

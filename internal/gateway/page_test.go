@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"pando.dev/pando/internal/testenv"
 )
 
 // artefacts is where the web page's screenshots are kept.
@@ -151,7 +153,7 @@ func TestWebPage(t *testing.T) {
 	shot(t, ctx, "3-status.png")
 
 	// bob may read, not write.
-	before := tree(t, e.root)
+	before := testenv.Tree(t, e.root)
 	bctx := e.browser(t, alloc, "bob")
 	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/d/data/"), chromedp.WaitVisible("#listing"),
 		chromedp.SetUploadFiles("#file", []string{up})); err != nil {
@@ -162,5 +164,5 @@ func TestWebPage(t *testing.T) {
 		t.Errorf("bob's upload: %q, rights %q", msg, effective)
 	}
 	shot(t, bctx, "4-refused.png")
-	sameTree(t, "the share after bob's upload", before, tree(t, e.root))
+	sameTree(t, "the share after bob's upload", before, testenv.Tree(t, e.root))
 }

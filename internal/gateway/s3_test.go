@@ -166,7 +166,7 @@ func TestS3Refusals(t *testing.T) {
 	os.WriteFile(filepath.Join(e.root, "keep.txt"), []byte("kept"), 0o644)
 	os.Mkdir(filepath.Join(e.root, "dir"), 0o755)
 	outside := filepath.Dir(e.root)
-	before, beforeOut := tree(t, e.root), exports(tree(t, outside))
+	before, beforeOut := testenv.Tree(t, e.root), exports(testenv.Tree(t, outside))
 	alice, bob := e.s3keys["alice"], e.s3keys["bob"]
 	now := time.Now()
 	body := []byte("payload")
@@ -230,8 +230,8 @@ func TestS3Refusals(t *testing.T) {
 	if code, _, _ := e.curl(t, "", "-T", filepath.Join(e.dir, "passwd"), e.s3url+"/data/new.txt"); code != 403 {
 		t.Errorf("an unsigned PUT: %d", code)
 	}
-	sameTree(t, "the share", before, tree(t, e.root))
-	sameTree(t, "beside the share", beforeOut, exports(tree(t, outside)))
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
+	sameTree(t, "beside the share", beforeOut, exports(testenv.Tree(t, outside)))
 	// alice may, and the front end serves on.
 	if code, out := e.s3Do(t, "PUT", "/data/new.txt", alice[0], alice[1], body, "", now); code != 200 {
 		t.Errorf("alice's PUT after the refusals: %d %s", code, out)

@@ -181,12 +181,30 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		return nil, fmt.Errorf("cannot mount on %s: %w (is fuse3 installed and /dev/fuse usable?)", dir, err)
 	}
 	m.server = server
+	closeOnExec()
 	if lent {
 		m.log.Info("mount lent to local users", "uids", admit)
 	}
 	raiseReadAhead(dir, opts.Log)
 	v.SetNotifier(func(g string) { m.forgetKernel(root, g) })
 	return m, nil
+}
+
+// closeOnExec marks every descriptor of the process close-on-exec.
+// go-fuse opens /dev/fuse without it, and a program the process starts
+// later (Samba, for the SMB gateway; fusermount3) would hold the mount's
+// connection open: a mount whose agent died would hang instead of
+// failing. Go opens every other descriptor close-on-exec already.
+func closeOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // Refused counts the requests refused because the local user who made
@@ -244,6 +262,24 @@ func (m *Mount) track(f *file) *file {
 	return f
 }
 
+// flushOpen sends what the open files of n hold unsent.
+func (m *Mount) flushOpen(ctx context.Context, n *node) error {
+	m.mu.Lock()
+	var dirty []*vfs.Handle
+	for f := range m.files {
+		if f.n == n && f.h.Dirty() {
+			dirty = append(dirty, f.h)
+		}
+	}
+	m.mu.Unlock()
+	for _, h := range dirty {
+		if err := h.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (m *Mount) untrack(f *file) {
 	m.mu.Lock()
 	delete(m.files, f)
@@ -277,6 +313,14 @@ func (m *Mount) fail(op, p string, err error) syscall.Errno {
 // not connected"), which an agent that was killed leaves behind.
 func cleanStale(dir string, log *slog.Logger) error {
 	_, err := os.Stat(dir)
+	if err == nil {
+		// The kernel may answer a stat from attributes it keeps: an open
+		// reaches the agent, or finds none.
+		var f *os.File
+		if f, err = os.Open(dir); err == nil {
+			f.Close()
+		}
+	}
 	if err == nil || !errors.Is(err, syscall.ENOTCONN) {
 		return nil
 	}

@@ -171,6 +171,13 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		r.Group = n.m.ids.group(gid)
 	}
 	if r.Valid != 0 {
+		// Data written through open descriptors and not sent yet goes
+		// first (NFS clients do the same): else the share answers with
+		// the size before it, which the kernel would take, and the send
+		// at close would undo times set now (cp -p, tar, rsync, Samba).
+		if err := n.m.flushOpen(ctx, n); err != nil {
+			return n.m.fail("setattr", p, err)
+		}
 		if a, err = n.v().SetAttr(ctx, p, r); err != nil {
 			return n.m.fail("setattr", p, err)
 		}

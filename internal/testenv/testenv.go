@@ -6,7 +6,10 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -163,4 +166,31 @@ func Diff(got, want []byte) string {
 		j++
 	}
 	return fmt.Sprintf("bytes %d..%d differ (first 8 there: % x, want % x)", i, j, got[i:min(i+8, len(got))], want[i:min(i+8, len(want))])
+}
+
+// Tree maps each path below root (relative to it) to its mode and, for a
+// regular file, its content's SHA-256: two trees are equal when nothing
+// below root changed.
+func Tree(tb testing.TB, root string) map[string]string {
+	tb.Helper()
+	m := map[string]string{}
+	filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := de.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			sum := sha256.Sum256(b)
+			v += " " + hex.EncodeToString(sum[:])
+		}
+		rel, _ := filepath.Rel(root, p)
+		m[rel] = v
+		return nil
+	})
+	return m
 }
