@@ -276,14 +276,22 @@ func (v *FS) reclaim(d *wdeleg) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	base, _, _ := v.cache.Version(d.key)
-	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite|wire.OpenDeleg|wire.OpenReclaim)
+	// A recall of the reclaimed delegation (a reader waited out the grace
+	// for it) can come before this open's reply names it: it waits for
+	// the reply (askDeleg), so that it is taken for the delegation held.
+	flags := wire.OpenRead | wire.OpenWrite | wire.OpenDeleg | wire.OpenReclaim
+	done := v.askDeleg(ctx, d.g, flags)
+	f, err := v.c.Open(ctx, d.g, flags)
 	if err == nil {
 		defer f.Close(context.Background())
+		if f.Deleg() {
+			d.id.Store(f.DelegID())
+		}
 	}
+	done()
 	dirty := v.cache.Unsent(d.key)
 	switch {
 	case err == nil && f.Deleg() && (f.Attr().Version == base || !dirty):
-		d.id.Store(f.DelegID())
 		v.log.Info("write delegation reclaimed", "path", d.g)
 		return
 	case err == nil && (f.Attr().Version == base || !dirty):
