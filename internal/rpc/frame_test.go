@@ -190,8 +190,10 @@ func TestFrameReadIntact(t *testing.T) {
 // than the minimum rate, is served although it takes longer than the
 // timeout: the bound is on progress, not on the frame's whole time.
 func TestSlowFrameServed(t *testing.T) {
-	const timeout = time.Second
-	addr, cli := serveTLS(t, &Server{FrameTimeout: timeout, FrameRate: 32 << 10})
+	// A timeout of 3 s, not less: on a loaded machine the server's reader
+	// may wait its turn for most of a second.
+	const timeout = 3 * time.Second
+	addr, cli := serveTLS(t, &Server{FrameTimeout: timeout, FrameRate: 16 << 10})
 	raw, err := tls.Dial("tcp", addr, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -201,16 +203,16 @@ func TestSlowFrameServed(t *testing.T) {
 	if _, err := wire.ReadPreface(raw); err != nil {
 		t.Fatal(err)
 	}
-	// 15 pieces of 32 KiB, one every 100 ms: 320 KiB/s, ten times the
-	// minimum rate, and 1.5 s in all.
-	data := make([]byte, 15*32<<10)
+	// 20 pieces of 32 KiB, one every 200 ms: 160 KiB/s, ten times the
+	// minimum rate, and 4 s in all.
+	data := make([]byte, 20*32<<10)
 	meta, _ := wire.Marshal(wire.Empty{})
 	frame := wire.AppendHeader(nil, wire.TypeRequest, 0, wire.OpPing, 9, meta, data)
 	frame = append(append(frame, meta...), data...)
 	began := time.Now()
 	raw.Write(frame[:wire.HeaderSize+len(meta)])
 	for o := wire.HeaderSize + len(meta); o < len(frame); o += 32 << 10 {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 		if _, err := raw.Write(frame[o:min(o+32<<10, len(frame))]); err != nil {
 			t.Fatalf("the server cut a frame arriving at ten times the minimum rate after %s: %v", time.Since(began), err)
 		}
