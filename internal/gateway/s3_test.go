@@ -254,3 +254,49 @@ func md5sum(b []byte) []byte {
 	s := md5.Sum(b)
 	return s[:]
 }
+
+// TestS3Boto3: the AWS SDK for Python (boto3, from PyPI) against the S3
+// front end: buckets, a put and its MD5 ETag, a multipart upload (three
+// parts, with its ETag of parts), a download byte for byte, a ranged get,
+// a paginated ListObjectsV2, a delete. Bob, who may not write, is refused
+// a put with AccessDenied and the share is unchanged.
+func TestS3Boto3(t *testing.T) {
+	needTool(t, "python3")
+	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("boto3 is not installed (./dev test installs it with pip)")
+		}
+		t.Skip("boto3 is not installed (./dev test installs it with pip)")
+	}
+	e := newEnv(t, false)
+	e.startS3(t)
+	big := filepath.Join(e.dir, "big.bin")
+	testenv.MakeFile(t, big, 12<<20+3)
+	script, _ := filepath.Abs(filepath.Join("testdata", "boto3_client.py"))
+	k := e.s3keys["alice"]
+	cmd := exec.Command("python3", script, e.s3url, e.cacert, k[0], k[1], big, e.dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
+		t.Fatalf("boto3 as alice: %v\n%s", err, out)
+	}
+	testenv.SameFile(t, big, filepath.Join(e.root, "boto", "big.bin"))
+
+	before := testenv.Tree(t, e.root)
+	kb := e.s3keys["bob"]
+	put := exec.Command("python3", "-c", `
+import sys, boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id=sys.argv[3], aws_secret_access_key=sys.argv[4],
+    region_name="us-east-1", verify=sys.argv[2], config=Config(signature_version="s3v4", s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+try:
+    s3.put_object(Bucket="data", Key="boto/bob.txt", Body=b"bob")
+    print("put succeeded")
+except ClientError as e:
+    print(e.response["Error"]["Code"])
+`, e.s3url, e.cacert, kb[0], kb[1])
+	if out, err := put.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "AccessDenied" {
+		t.Errorf("boto3 put as bob, who may not write: %v %s", err, out)
+	}
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
+}
