@@ -186,6 +186,9 @@ type Stats struct {
 	// RefusedLocal counts requests refused because the local user who
 	// made them may not use the mount (pando mount --lend-to).
 	RefusedLocal int64 `json:"refused_local_users"`
+	// KernelLookups counts the lookups and attribute requests the kernel
+	// sent to the agent (those its own caches did not answer).
+	KernelLookups int64 `json:"kernel_lookups"`
 	// Unsent counts files with data not yet at their share that no open
 	// file holds (a write delegation keeps it back, or it is retried, or
 	// kept after a conflict: see Conflicts).
@@ -232,7 +235,7 @@ func (a *Agent) Stats() Stats {
 	return Stats{Staleness: stale, Shares: a.v.Shares(), Offline: o.Offline.String(), Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: len(unsent), UnsentFiles: unsent, MaxUnsent: a.v.MaxUnsent(), Conflicts: len(conflicts), ConflictList: conflicts,
-		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), Controller: a.cl.ControllerStatus()}
+		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), KernelLookups: a.m.KernelLookups(), Controller: a.cl.ControllerStatus()}
 }
 
 func (a *Agent) serveControl() error {

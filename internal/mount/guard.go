@@ -45,6 +45,9 @@ type guard struct {
 	fs      fuse.RawFileSystem
 	admit   []uint32 // sorted
 	refused atomic.Int64
+	// lookups counts the lookups and attribute requests the kernel sent
+	// (those its entry and attribute caches did not answer).
+	lookups atomic.Int64
 	m       *Mount
 
 	mu   sync.Mutex
@@ -95,6 +98,7 @@ func (g *guard) Forget(node, n uint64) { g.fs.Forget(node, n) }
 // Requests that name a file: refused for uids not admitted.
 
 func (g *guard) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	g.lookups.Add(1)
 	if !g.ok(h) {
 		return fuse.EACCES
 	}
@@ -102,6 +106,7 @@ func (g *guard) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fu
 }
 
 func (g *guard) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	g.lookups.Add(1)
 	// The root's attributes say nothing; a request through an open file
 	// (the kernel asks before reading a descriptor) is the descriptor's.
 	if !root(&in.InHeader) && in.Flags()&fuse.FUSE_GETATTR_FH == 0 && !g.ok(&in.InHeader) {
@@ -111,6 +116,7 @@ func (g *guard) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut
 }
 
 func (g *guard) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
+	g.lookups.Add(1)
 	if !root(&in.InHeader) && in.GetattrFlags&fuse.FUSE_GETATTR_FH == 0 && !g.ok(&in.InHeader) {
 		return fuse.EACCES
 	}

@@ -186,7 +186,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		m.log.Info("mount lent to local users", "uids", admit)
 	}
 	raiseReadAhead(dir, opts.Log)
-	v.SetNotifier(func(g string) { m.forgetKernel(root, g) })
+	v.SetNotifier(func(g string, tree bool) { m.forgetKernel(root, g, tree) })
 	return m, nil
 }
 
@@ -210,6 +210,10 @@ func closeOnExec() {
 // Refused counts the requests refused because the local user who made
 // them may not use the mount (see guard.go).
 func (m *Mount) Refused() int64 { return m.guard.refused.Load() }
+
+// KernelLookups counts the lookups and attribute requests the kernel
+// sent to the agent: what its entry and attribute caches did not answer.
+func (m *Mount) KernelLookups() int64 { return m.guard.lookups.Load() }
 
 // entryTimeout is how long the kernel may keep p's entry (or that p does
 // not exist): not at all on a lent mount, as it would answer a path walk
@@ -394,10 +398,19 @@ func unescapeMount(s string) string {
 }
 
 // forgetKernel drops the kernel's cached entry for global path g (a poll
-// said it changed), so that the next lookup asks the agent again.
-func (m *Mount) forgetKernel(root *node, g string) {
+// or a recall said it changed), its attributes and pages, so that the next
+// lookup asks the agent again; with tree, those of everything the kernel
+// holds under g too. A name the kernel holds no inode for still has its
+// entry dropped (it may be a cached "no such file"). It runs on a
+// goroutine of the agent's, never inside a request (the kernel takes the
+// directory's lock), and what the kernel forgot meanwhile is skipped (or
+// answered ENOENT by the kernel, which is ignored).
+func (m *Mount) forgetKernel(root *node, g string, tree bool) {
 	parts := strings.Split(strings.Trim(g, "/"), "/")
 	if len(parts) == 0 || parts[0] == "" {
+		if tree {
+			forgetUnder(&root.Inode, maxForget)
+		}
 		return
 	}
 	dir := &root.Inode
@@ -409,7 +422,29 @@ func (m *Mount) forgetKernel(root *node, g string) {
 	}
 	name := parts[len(parts)-1]
 	if child := dir.GetChild(name); child != nil {
+		if tree {
+			forgetUnder(child, maxForget)
+		}
 		_ = child.NotifyContent(0, 0) // its pages and attributes, for open files too
+	}
+	_ = dir.NotifyEntry(name)
+}
+
+// maxForget bounds the inodes forgetUnder tells the kernel about; beyond
+// it the entry of the top is dropped, which makes the kernel look up
+// everything under it again.
+const maxForget = 1 << 20
+
+// forgetUnder drops the kernel's entries, attributes and pages of what it
+// holds under dir, deepest first, at most n; it returns how many are left.
+func forgetUnder(dir *fs.Inode, n int) int {
+	for name, child := range dir.Children() {
+		if n <= 0 {
+			return 0
+		}
+		n = forgetUnder(child, n-1)
+		_ = child.NotifyContent(0, 0)
 		_ = dir.NotifyEntry(name)
 	}
+	return n
 }

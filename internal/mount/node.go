@@ -22,6 +22,7 @@ type node struct {
 	pt passthrough // the kernel's I/O mode of the node's opens
 
 	smallReads atomic.Bool // a direct open of it was read in small pieces
+	dirState               // for a directory (dircache.go)
 }
 
 var (

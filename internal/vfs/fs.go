@@ -47,8 +47,9 @@ type FS struct {
 	quit          chan struct{}
 	log           *slog.Logger
 	started       time.Time // when this run began (see validated)
-	// notify, if set, tells the kernel to forget a path (set by the edge).
-	notify func(g string)
+	// notify, if set, tells the kernel to forget a path, or a path and
+	// everything under it (set by the edge).
+	notify func(g string, tree bool)
 
 	// Listings to fetch ahead of a walk (see listAhead).
 	aheadQ      chan aheadJob
@@ -60,19 +61,21 @@ type FS struct {
 }
 
 // SetNotifier lets the edge drop the kernel's cached entry for a path
-// when a poll says it changed.
-func (v *FS) SetNotifier(fn func(g string)) {
+// when a poll or a recall says it changed (tree false), or for a path and
+// everything under it (tree true: the share forced a drop of everything,
+// or the callback lease ran out). fn must not wait for FUSE requests.
+func (v *FS) SetNotifier(fn func(g string, tree bool)) {
 	v.mu.Lock()
 	v.notify = fn
 	v.mu.Unlock()
 }
 
-func (v *FS) notifyKernel(g string) {
+func (v *FS) notifyKernel(g string, tree bool) {
 	v.mu.Lock()
 	fn := v.notify
 	v.mu.Unlock()
 	if fn != nil {
-		fn(g)
+		fn(g, tree)
 	}
 }
 
@@ -394,10 +397,14 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 
 // KernelTimeout is how long the kernel may keep p's entry and attributes:
 // under window=D, what is left of the window of the attributes the agent
-// holds (the kernel's copy must not make them older than D); otherwise
-// the mode's timeout.
+// holds (the kernel's copy must not make them older than D); under
+// callback, long while the share's lease holds (kernel.go); otherwise the
+// mode's timeout.
 func (v *FS) KernelTimeout(p string) time.Duration {
 	pol := v.opts.policy(p)
+	if pol.Mode == Callback {
+		return v.callbackTimeout(p, pol)
+	}
 	if pol.Mode != Window {
 		return pol.KernelTimeout()
 	}

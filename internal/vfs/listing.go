@@ -332,3 +332,21 @@ func (v *FS) fillListed(ctx context.Context, p string, entries []wire.DirEntry, 
 
 // ListFilled counts the files cached from the contents listings brought.
 func (v *FS) ListFilled() uint64 { return v.listFilled.Load() }
+
+// ListingStamp reports when the listing of p the agent holds was fetched,
+// if p's mode trusts it now: the edge lets the kernel keep its own copy of
+// a listing (FUSE's readdir cache) for as long as the agent answers with
+// the same one.
+func (v *FS) ListingStamp(ctx context.Context, p string) (time.Time, bool) {
+	pol := v.opts.policy(p)
+	if pol.Mode == Strict {
+		return time.Time{}, false
+	}
+	v.mu.Lock()
+	d, ok := v.dirs.get(p)
+	v.mu.Unlock()
+	if !ok || !v.freshFor(ctx, p, pol, d.at) {
+		return time.Time{}, false
+	}
+	return d.at, true
+}

@@ -80,7 +80,7 @@ func (h *Handle) Lock(ctx context.Context, l LockRange, wait bool, interrupted <
 	h.v.setFetched(h.path, a, g)
 	h.v.follow(h.key, h.path, a, g)
 	if a.Version != old.Version {
-		h.v.notifyKernel(h.path)
+		h.v.notifyKernel(h.path, false)
 	}
 	return nil
 }

@@ -206,12 +206,9 @@ func (c Consistency) fresh(t, now time.Time) bool {
 
 // KernelTimeout is how long the kernel may cache entries and attributes.
 // Under poll, the kernel asks again every period and the agent answers
-// from its cache unless a poll said the entry changed. Under callback the
-// kernel keeps nothing (every lookup and stat is answered by the agent
-// from its cache, a local call): a recall then needs only the agent's own
-// cache dropped before it is acknowledged. Waiting for the kernel there
-// can deadlock two agents whose kernels each hold a directory lock for a
-// request that waits at the share for the other's acknowledgement.
+// from its cache unless a poll said the entry changed. Under callback it
+// depends on the share's lease (FS.KernelTimeout, kernel.go): nothing
+// here.
 func (c Consistency) KernelTimeout() time.Duration {
 	switch c.Mode {
 	case Immutable:

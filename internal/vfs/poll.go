@@ -29,6 +29,7 @@ type poller struct {
 	validSince time.Time // entries fetched before this are void (last force)
 	lastOK     time.Time // when the last successful poll was sent
 	polls      uint64
+	kernelHeld bool          // the kernel was given long timeouts (callbackTimeout)
 	first      chan struct{} // closed when the first poll was answered, or failed
 	firstOnce  sync.Once
 	done       chan struct{} // closed when run returns
@@ -126,6 +127,7 @@ func (pl *poller) staleness(now time.Time) time.Duration {
 func (pl *poller) run() {
 	defer close(pl.done)
 	if pl.callback {
+		go pl.watchLease()
 		pl.listen()
 		return
 	}
@@ -221,8 +223,17 @@ func (pl *poller) poll() error {
 		for _, r := range resp.Recalls {
 			go pl.v.recall(pl, r)
 		}
+		// Under callback the kernel forgets what changed before the
+		// next poll acknowledges it (kernel.go).
+		var kernel []<-chan struct{}
 		if force {
 			pl.v.forgetShare(pl.share)
+			if pl.callback {
+				pl.mu.Lock()
+				pl.kernelHeld = false
+				pl.mu.Unlock()
+				kernel = append(kernel, pl.v.forgetShareKernel(pl.share))
+			}
 			if pl.callback {
 				go pl.v.reclaimDelegs(pl.share)
 			}
@@ -238,10 +249,13 @@ func (pl *poller) poll() error {
 		} else {
 			for _, rel := range resp.Paths {
 				for _, g := range pl.v.globals(pl.share, rel) {
-					pl.v.invalidate(g)
+					if d := pl.v.invalidate(g); d != nil {
+						kernel = append(kernel, d)
+					}
 				}
 			}
 		}
+		waitKernel(kernel)
 		pl.mu.Lock()
 		pl.lastOK = sent
 		pl.mu.Unlock()
@@ -277,8 +291,10 @@ func (v *FS) globals(share, rel string) []string {
 }
 
 // invalidate drops what is cached about global path g (its attributes and,
-// for a directory, its listing), here and persisted.
-func (v *FS) invalidate(g string) {
+// for a directory, its listing), here and persisted, and tells the kernel.
+// Under callback the kernel is told on a goroutine of its own (kernel.go),
+// and the channel returned is closed when it has been; nil otherwise.
+func (v *FS) invalidate(g string) <-chan struct{} {
 	v.mu.Lock()
 	v.gen++
 	v.drops++
@@ -296,19 +312,21 @@ func (v *FS) invalidate(g string) {
 	v.dirs.del(g)
 	v.mu.Unlock()
 	notify := func() {
-		v.notifyKernel(g)
+		v.notifyKernel(g, false)
 		for _, kid := range kids {
-			v.notifyKernel(kid)
+			v.notifyKernel(kid, false)
 		}
 	}
 	if v.opts.policy(g).Mode == Callback {
-		// The kernel caches no entries or attributes under callback (see
-		// KernelTimeout): only the pages of files kept open are left, and
-		// they are dropped without holding up the acknowledgement.
-		go notify()
-		return
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			notify()
+		}()
+		return done
 	}
 	notify()
+	return nil
 }
 
 // forgetShare drops everything cached about a share's paths.

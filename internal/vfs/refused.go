@@ -49,7 +49,7 @@ func (v *FS) refuse(ctx context.Context, key, p string, base *wire.Attr, err err
 	v.forget(p)
 	// Not from here: the kernel may hold the pages locked for the very
 	// write that is being served.
-	go v.notifyKernel(p)
+	go v.notifyKernel(p, false)
 	v.log.Warn("the share refused written data; it is dropped and the file is the share's version again", "path", p, "err", err)
 	v.refusals.Add(1) // last: who sees it sees the rest done
 }

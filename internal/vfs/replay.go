@@ -475,7 +475,7 @@ func (v *FS) keepBeside(ctx context.Context, log *slog.Logger, key, name string,
 	fault.Crash("vfs.replay.before-drop")
 	v.cache.Drop(key)
 	v.forget(kept)
-	v.notifyKernel(kept)
+	v.notifyKernel(kept, false)
 	return v.report(log, key, c, nil)
 }
 

@@ -1,0 +1,139 @@
+package mount
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"pando.dev/pando/internal/vfs"
+)
+
+// The kernel's copy of a listing. Directories are opened with FUSE's
+// readdir cache (FOPEN_CACHE_DIR, with KEEP_CACHE), but under strict and on
+// a lent mount: the kernel lists a directory from the copy it kept of the
+// last listing read through the agent, and a walk again costs the agent an
+// open and a close per directory, no listing. The kernel's copy is kept
+// only while the agent's listing is the one it was read from (same fetch
+// time, which the agent's mode still trusts): an open that finds another,
+// or none the mode trusts, has the kernel drop its copy first, and reads
+// the listing through the agent, which revalidates it as its mode says; a
+// recall or poll that drops the agent's listing drops the kernel's copy
+// too (forgetKernel). The kernel drops its copy itself when this mount
+// changes the directory.
+
+var _ fs.NodeOpendirHandler = (*node)(nil)
+
+// OpendirHandle opens a directory, with the kernel's readdir cache when
+// the agent's listing allows it (above).
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	dctx, done := detach(ctx)
+	defer done()
+	h := &dirHandle{n: n}
+	if n.m.lent {
+		return h, 0, 0
+	}
+	if n.v().Policy(n.gpath()).Mode == vfs.Strict {
+		return h, 0, 0
+	}
+	stamp, ok := n.v().ListingStamp(dctx, n.gpath())
+	n.dirMu.Lock()
+	stale := n.cached && !(ok && n.listed.Equal(stamp))
+	n.dirMu.Unlock()
+	if stale {
+		// The kernel's copy is of another listing (this drops the
+		// directory's attributes too: they changed with it). It fills
+		// its copy again from this open's listing (below).
+		_ = n.NotifyContent(0, 0)
+		n.dirMu.Lock()
+		n.cached = false
+		n.dirMu.Unlock()
+	}
+	return h, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// filled notes the listing the kernel fills its copy from: the one the
+// agent holds just after serving it (a listing fetched since would only be
+// newer, and its fetch follows an invalidation that drops the kernel's
+// copy, or a window that ran out).
+func (n *node) filled(ctx context.Context) {
+	stamp, ok := n.v().ListingStamp(ctx, n.gpath())
+	n.dirMu.Lock()
+	n.cached = true
+	n.listed = stamp
+	if !ok {
+		n.listed = time.Time{} // unknown: the next open drops the copy
+	}
+	n.dirMu.Unlock()
+}
+
+// dirHandle is an open directory: its listing is read through the node's
+// Readdir when the kernel asks for it.
+type dirHandle struct {
+	n  *node
+	mu sync.Mutex
+	ds fs.DirStream
+}
+
+var (
+	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileSeekdirer    = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
+)
+
+func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
+	if d.ds != nil {
+		return 0
+	}
+	ds, errno := d.n.Readdir(ctx)
+	if errno != 0 {
+		return errno
+	}
+	d.ds = ds
+	d.n.filled(ctx)
+	return 0
+}
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if errno := d.stream(ctx); errno != 0 {
+		return nil, errno
+	}
+	if !d.ds.HasNext() {
+		return nil, 0
+	}
+	e, errno := d.ds.Next()
+	return &e, errno
+}
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if errno := d.stream(ctx); errno != 0 {
+		return errno
+	}
+	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (d *dirHandle) Releasedir(ctx context.Context, releaseFlags uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ds != nil {
+		d.ds.Close()
+	}
+}
+
+// dirState is what a directory's node knows of the kernel's copy of its
+// listing.
+type dirState struct {
+	dirMu  sync.Mutex
+	listed time.Time // the fetch time of the agent's listing the kernel may hold
+	cached bool      // the kernel may hold a copy (an open used its cache)
+}
