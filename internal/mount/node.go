@@ -188,6 +188,12 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
+	if n.v().Paged(ctx, p) {
+		d := n.pagedDir(ctx, p)
+		if d.fill(); d.err == 0 {
+			return d, 0
+		} // else as any other: the listing this agent knows, if the share is down
+	}
 	entries, err := n.v().ReadDir(ctx, p)
 	if err != nil {
 		return nil, n.m.fail("readdir", p, err)
