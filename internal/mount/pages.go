@@ -5,6 +5,7 @@ import (
 	"path"
 	"syscall"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"pando.dev/pando/internal/wire"
@@ -88,4 +89,77 @@ func (d *pagedDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 			return d.err
 		}
 	}
+}
+
+// dirHandle is an open directory: listed as Readdir lists it, when the
+// kernel first reads. The entries of a large directory (pagedDir) come to
+// the kernel's readdirplus without an inode: the agent would hold one
+// for each (about 400 bytes) until the kernel forgot it, 1,000,000 for a
+// plain ls of 1,000,000 entries. A program that looks one up (ls -l,
+// a stat) gets its inode then, from the attributes the page brought.
+type dirHandle struct {
+	n     *node
+	ds    fs.DirStream
+	paged bool
+}
+
+var (
+	_ fs.NodeOpendirHandler = (*node)(nil)
+	_ fs.FileReaddirenter   = (*dirHandle)(nil)
+	_ fs.FileSeekdirer      = (*dirHandle)(nil)
+	_ fs.FileReleasedirer   = (*dirHandle)(nil)
+	_ fs.FileLookuper       = (*dirHandle)(nil)
+)
+
+// OpendirHandle opens a directory.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, 0, 0
+}
+
+func (h *dirHandle) open(ctx context.Context) syscall.Errno {
+	if h.ds != nil {
+		return 0
+	}
+	ds, errno := h.n.Readdir(ctx)
+	if errno != 0 {
+		return errno
+	}
+	h.ds = ds
+	_, h.paged = ds.(*pagedDir)
+	return 0
+}
+
+func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if errno := h.open(ctx); errno != 0 {
+		return nil, errno
+	}
+	if !h.ds.HasNext() {
+		return nil, 0
+	}
+	e, errno := h.ds.Next()
+	return &e, errno
+}
+
+func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if errno := h.open(ctx); errno != 0 {
+		return errno
+	}
+	if sd, ok := h.ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	if h.ds != nil {
+		h.ds.Close()
+	}
+}
+
+// Lookup is readdirplus's lookup of an entry just listed.
+func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if h.paged {
+		return nil, syscall.ENOENT // no inode: the entry goes without attributes (nodeid 0)
+	}
+	return h.n.Lookup(ctx, name, out)
 }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 )
@@ -92,6 +93,17 @@ func TestPagedDirectoryThroughTheMount(t *testing.T) {
 	}
 	all := getdents(t, fd)
 	check("listing", all, 0)
+	// readdirplus was given the entries without inodes: the agent holds
+	// one only for an entry looked up.
+	if got := mount.Children(a.Mount(), "/bench/data/big"); got != 0 {
+		t.Errorf("the mount holds %d inodes of the directory after a listing", got)
+	}
+	if _, err := os.Lstat(filepath.Join(p, "entry-00042")); err != nil {
+		t.Fatal(err)
+	}
+	if got := mount.Children(a.Mount(), "/bench/data/big"); got != 1 {
+		t.Errorf("the mount holds %d inodes of the directory after a stat of one entry; want 1", got)
+	}
 	for _, k := range []int{n / 2, 10, n - 1} {
 		if _, err := unix.Seek(fd, all[k].off, 0); err != nil {
 			t.Fatal(err)
