@@ -22,6 +22,9 @@ type node struct {
 	pt passthrough // the kernel's I/O mode of the node's opens
 
 	smallReads atomic.Bool // a direct open of it was read in small pieces
+	// looked: a child of this directory was looked up since it was last
+	// opened (see dirHandle.Lookup)
+	looked atomic.Bool
 }
 
 var (
@@ -95,6 +98,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	defer done()
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG // no name of a share is longer
+	}
+	if !n.looked.Load() {
+		n.looked.Store(true)
 	}
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().GetAttr(ctx, p)

@@ -93,10 +93,12 @@ func (d *pagedDir) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 // dirHandle is an open directory: listed as Readdir lists it, when the
 // kernel first reads. The entries of a large directory (pagedDir) come to
-// the kernel's readdirplus without an inode: the agent would hold one
-// for each (about 400 bytes) until the kernel forgot it, 1,000,000 for a
-// plain ls of 1,000,000 entries. A program that looks one up (ls -l,
-// a stat) gets its inode then, from the attributes the page brought.
+// the kernel's readdirplus without an inode, until a child of the
+// directory is looked up: the agent would hold one for each (about 400
+// bytes) until the kernel forgot it, 1,000,000 for a plain ls of
+// 1,000,000 entries. A program that stats what it lists (ls -l) looks up
+// the first entries it was given; the rest come with their inodes, which
+// spares it a lookup of each.
 type dirHandle struct {
 	n     *node
 	ds    fs.DirStream
@@ -113,6 +115,7 @@ var (
 
 // OpendirHandle opens a directory.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	n.looked.Store(false)
 	return &dirHandle{n: n}, 0, 0
 }
 
@@ -158,7 +161,7 @@ func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 
 // Lookup is readdirplus's lookup of an entry just listed.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if h.paged {
+	if h.paged && !h.n.looked.Load() {
 		return nil, syscall.ENOENT // no inode: the entry goes without attributes (nodeid 0)
 	}
 	return h.n.Lookup(ctx, name, out)

@@ -56,7 +56,8 @@ func getdents(t *testing.T, fd int) []dirent {
 // A directory larger than the agent's bound on metadata allows lists
 // through the mount a page at a time: every name once, in order; a seek
 // to an offset getdents gave goes on from the entry after it, a seek to 0
-// lists all again.
+// lists all again. Its entries go to readdirplus without inodes until a
+// program looks one up.
 func TestPagedDirectoryThroughTheMount(t *testing.T) {
 	const n = 5000
 	d := testenv.New(t, "bench")
@@ -114,6 +115,11 @@ func TestPagedDirectoryThroughTheMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a seek to 0", getdents(t, fd), 0)
+	// A child was looked up (the stat above): a program that stats what
+	// it lists; the entries it reads from then on come with inodes.
+	if got := mount.Children(a.Mount(), "/bench/data/big"); got != n {
+		t.Errorf("the mount holds %d inodes of the directory after a stat and a listing; want %d", got, n)
+	}
 	before := a.FS().Client().Counts()["readdir"]
 	ents, err := os.ReadDir(p)
 	if err != nil || len(ents) != n {
