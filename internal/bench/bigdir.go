@@ -12,19 +12,26 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"pando.dev/pando/internal/vfs"
 )
 
 // The bigdir scenario: `ls -f` (names only) and `ls -l` (a stat of every
 // entry) of directories of 10,000, 100,000 and 1,000,000 entries through
 // the mount, beside the same commands on the share's local directory,
-// with the resident memory of the agent and of the share after each. The
-// agent and the share run as processes of their own, so that each one's
-// RSS is its own.
+// with the resident memory of the agent and of the share after each; then
+// a walk (a stat of every file) of a tree of 200,000 files, by a new
+// agent of the default metadata bound and by one of a quarter of it,
+// with each one's RSS. The agents and the share run as processes of their
+// own, so that each one's RSS is its own.
 func runBigdir(ctx context.Context, o Options) ([]Row, error) {
 	sizes := []int{10_000, 100_000, 1_000_000}
+	tree, perDir := 200_000, 1_000
 	if o.Quick {
 		sizes = []int{2_000, 10_000}
+		tree = 20_000
 	}
+
 	e, err := NewEnv(ctx)
 	if err != nil {
 		return nil, err
@@ -40,6 +47,15 @@ func runBigdir(ctx context.Context, o Options) ([]Row, error) {
 	for _, n := range sizes {
 		o.say("bigdir: making %d entries", n)
 		if err := makeEntries(filepath.Join(root, fmt.Sprintf("big-%d", n)), n); err != nil {
+			return nil, err
+		}
+	}
+	o.say("bigdir: making a tree of %d files", tree)
+	if err := os.Mkdir(filepath.Join(root, "tree"), 0o755); err != nil {
+		return nil, err
+	}
+	for i := 0; i < tree/perDir; i++ {
+		if err := makeEntries(filepath.Join(root, "tree", fmt.Sprintf("d%04d", i)), perDir); err != nil {
 			return nil, err
 		}
 	}
@@ -69,7 +85,46 @@ func runBigdir(ctx context.Context, o Options) ([]Row, error) {
 				Row{Scenario: "bigdir", Case: c, Metric: "share RSS after ls " + flag, Value: rssMiB(sp.cmd.Process.Pid), Unit: "MiB"})
 		}
 	}
+	// The walks, each by an agent of its own: what it keeps of the tree
+	// is bounded by --meta-entries, not by the files it has seen.
+	for _, bound := range []int{vfs.DefaultMetaEntries, vfs.DefaultMetaEntries / 4} {
+		o.say("bigdir: walking %d files, --meta-entries %d", tree, bound)
+		wp, wmnt, err := startAgentProc(e, "--meta-entries", strconv.Itoa(bound))
+		if err != nil {
+			return rows, err
+		}
+		t0 := time.Now()
+		seen, err := walkStat(filepath.Join(wmnt, e.Domain, "data", "tree"))
+		if err != nil {
+			return rows, fmt.Errorf("walking through the mount: %w", err)
+		}
+		if seen != tree {
+			return rows, fmt.Errorf("the walk saw %d files of %d", seen, tree)
+		}
+		c := fmt.Sprintf("walk of %d files", tree)
+		rows = append(rows,
+			Row{Scenario: "bigdir", Case: c, Metric: fmt.Sprintf("agent RSS, --meta-entries %d", bound), Value: rssMiB(wp.Pid), Unit: "MiB", Note: fmt.Sprintf("walked in %.1f s", time.Since(t0).Seconds())})
+	}
 	return rows, nil
+}
+
+// walkStat stats every file under dir, as find -type f and ls -lR do, and
+// returns how many it saw.
+func walkStat(dir string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if _, err := d.Info(); err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // makeEntries makes n empty files of 40-character names in a new dir.
@@ -128,7 +183,7 @@ func rssMiB(pid int) float64 {
 
 // startAgentProc runs `pando mount` as a process of its own and returns
 // it and its mount point; Env.Close stops it (SIGTERM: it unmounts).
-func startAgentProc(e *Env) (*os.Process, string, error) {
+func startAgentProc(e *Env, flags ...string) (*os.Process, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -141,7 +196,8 @@ func startAgentProc(e *Env) (*os.Process, string, error) {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command(self, "--config", e.ctrl.AdminBundlePath(), "mount", "--cache-dir", filepath.Join(dir, "cache"), mnt)
+	args := append([]string{"--config", e.ctrl.AdminBundlePath(), "mount", "--cache-dir", filepath.Join(dir, "cache")}, flags...)
+	cmd := exec.Command(self, append(args, mnt)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, "", err

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -346,6 +348,7 @@ func (c *Cache) flushIndex() error {
 	if len(puts) == 0 {
 		return nil
 	}
+	slices.SortFunc(puts, func(a, b kv) int { return strings.Compare(a.k, b.k) }) // see flushMeta
 	err := c.withRoom(0, func() error { return c.writeIndex(puts) })
 	if err != nil {
 		c.unflushed(keys, nil)

@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"maps"
+	"slices"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -44,6 +47,11 @@ func (c *Cache) GetMeta(bucket, key string) []byte {
 	return out
 }
 
+// flushMeta writes the metadata put since the last flush, in the order
+// of its keys: bbolt keeps a page's keys sorted and inserts by moving
+// those after the new one, so that keys put in a map's random order cost
+// time quadratic in their number (the 100,000 attributes of one listing
+// took 14 s of CPU; in order, a fraction of a second).
 func (c *Cache) flushMeta(meta map[string]map[string][]byte) error {
 	if len(meta) == 0 {
 		return nil
@@ -54,7 +62,8 @@ func (c *Cache) flushMeta(meta map[string]map[string][]byte) error {
 			if err != nil {
 				return err
 			}
-			for k, v := range kv {
+			for _, k := range slices.Sorted(maps.Keys(kv)) {
+				v := kv[k]
 				if v == nil {
 					err = b.Delete([]byte(k))
 				} else {

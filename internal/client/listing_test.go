@@ -25,6 +25,31 @@ func TestListingRefusesNamesOutsideTheDirectory(t *testing.T) {
 	}
 }
 
+func TestPageRefusesNamesOutOfOrder(t *testing.T) {
+	loc := Loc{Share: "data", Global: "/uva/data/dir"}
+	for _, c := range []struct {
+		after string
+		names []string
+		ok    bool
+	}{
+		{"", []string{"a", "b", "c"}, true},
+		{"a", []string{"b", "c"}, true},
+		{"a", []string{"a", "b"}, false},     // the cookie itself
+		{"b", []string{"a", "c"}, false},     // before the cookie
+		{"", []string{"a", "c", "b"}, false}, // out of order
+		{"", []string{"a", "../b"}, false},   // what checkListing refuses
+	} {
+		entries := make([]wire.DirEntry, len(c.names))
+		for i, n := range c.names {
+			entries[i].Name = n
+		}
+		err := checkPage(entries, c.after, loc)
+		if c.ok != (err == nil) || err != nil && wire.CodeOf(err) != wire.CodeIO {
+			t.Errorf("after %q, %q: %v", c.after, c.names, err)
+		}
+	}
+}
+
 // FuzzListing: a share's reply to a listing (meta and data part, as a
 // hostile share might send them). Whatever is accepted names distinct
 // entries of the directory listed only, and the contents handed on are

@@ -46,4 +46,9 @@ func TestBigDirectory(t *testing.T) {
 	if len(ents) != n {
 		t.Errorf("the mount lists %d names of %d", len(ents), n)
 	}
+	for i, e := range ents { // each name once (os.ReadDir sorts them)
+		if want := fmt.Sprintf("entry-%06d-%s", i, strings.Repeat("x", 27)); i < n && e.Name() != want {
+			t.Fatalf("the mount lists %q as name %d; want %q", e.Name(), i, want)
+		}
+	}
 }

@@ -25,18 +25,19 @@ import (
 // too (forgetKernel). The kernel drops its copy itself when this mount
 // changes the directory.
 
-var _ fs.NodeOpendirHandler = (*node)(nil)
-
 // OpendirHandle opens a directory, with the kernel's readdir cache when
 // the agent's listing allows it (above).
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	dctx, done := detach(ctx)
 	defer done()
+	n.looked.Store(false)
 	h := &dirHandle{n: n}
 	if n.m.lent {
 		return h, 0, 0
 	}
-	if n.v().Policy(n.gpath()).Mode == vfs.Strict {
+	if n.v().Policy(n.gpath()).Mode == vfs.Strict || n.v().Paged(dctx, n.gpath()) {
+		// A large directory is listed a page at a time and not kept
+		// (pages.go): the kernel keeps no copy of it either.
 		return h, 0, 0
 	}
 	stamp, ok := n.v().ListingStamp(dctx, n.gpath())
@@ -68,66 +69,6 @@ func (n *node) filled(ctx context.Context) {
 		n.listed = time.Time{} // unknown: the next open drops the copy
 	}
 	n.dirMu.Unlock()
-}
-
-// dirHandle is an open directory: its listing is read through the node's
-// Readdir when the kernel asks for it.
-type dirHandle struct {
-	n  *node
-	mu sync.Mutex
-	ds fs.DirStream
-}
-
-var (
-	_ fs.FileReaddirenter = (*dirHandle)(nil)
-	_ fs.FileSeekdirer    = (*dirHandle)(nil)
-	_ fs.FileReleasedirer = (*dirHandle)(nil)
-)
-
-func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
-	if d.ds != nil {
-		return 0
-	}
-	ds, errno := d.n.Readdir(ctx)
-	if errno != 0 {
-		return errno
-	}
-	d.ds = ds
-	d.n.filled(ctx)
-	return 0
-}
-
-func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if errno := d.stream(ctx); errno != 0 {
-		return nil, errno
-	}
-	if !d.ds.HasNext() {
-		return nil, 0
-	}
-	e, errno := d.ds.Next()
-	return &e, errno
-}
-
-func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if errno := d.stream(ctx); errno != 0 {
-		return errno
-	}
-	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
-		return sd.Seekdir(ctx, off)
-	}
-	return syscall.ENOTSUP
-}
-
-func (d *dirHandle) Releasedir(ctx context.Context, releaseFlags uint32) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ds != nil {
-		d.ds.Close()
-	}
 }
 
 // dirState is what a directory's node knows of the kernel's copy of its

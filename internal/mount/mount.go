@@ -43,6 +43,7 @@ type Mount struct {
 	smallPids map[uint32]bool
 
 	guard *guard
+	root  *node
 	ids   *IDMap
 	// lent: other uids may reach the mount (allow_other); the kernel
 	// keeps no entries (see entryTimeout)
@@ -123,6 +124,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	ids.Principal, ids.Self, ids.SelfGroup = v.Client().Principal(), me, uint32(os.Getegid())
 	m.ids = &ids
 	root := &node{m: m}
+	m.root = root
 	var mountOpts []string
 	if lent {
 		// Other uids get in: the kernel checks mode bits for every

@@ -23,6 +23,9 @@ type node struct {
 
 	smallReads atomic.Bool // a direct open of it was read in small pieces
 	dirState               // for a directory (dircache.go)
+	// looked: a child of this directory was looked up since it was last
+	// opened (see dirHandle.Lookup)
+	looked atomic.Bool
 }
 
 var (
@@ -96,6 +99,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	defer done()
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG // no name of a share is longer
+	}
+	if !n.looked.Load() {
+		n.looked.Store(true)
 	}
 	p := path.Join(n.gpath(), name)
 	a, err := n.v().GetAttr(ctx, p)
@@ -196,6 +202,12 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
+	if n.v().Paged(ctx, p) {
+		d := n.pagedDir(ctx, p)
+		if d.fill(); d.err == 0 {
+			return d, 0
+		} // else as any other: the listing this agent knows, if the share is down
+	}
 	entries, err := n.v().ReadDir(ctx, p)
 	if err != nil {
 		return nil, n.m.fail("readdir", p, err)

@@ -13,6 +13,11 @@ import (
 // Getxattr copies the value of attr into dest; a dest too small for it
 // (empty when the caller asks for the size) gets the size and ERANGE.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if !wire.XattrTravels(attr) {
+		// What ls -l asks of every entry (security.selinux,
+		// system.posix_acl_access): no path to find, no request.
+		return 0, syscall.ENODATA
+	}
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()

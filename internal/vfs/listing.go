@@ -163,6 +163,8 @@ func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
 	v.mu.Unlock()
 	switch {
 	case listed && len(l.entries) <= listRevalidateMax:
+	case listed:
+		return v.listPage(ctx, dir, path.Base(p))
 	case pol.Mode != Window && pol.Mode != Poll:
 		return false
 	case !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax:
@@ -255,9 +257,15 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) (_ []w
 		return entries, nil, nil // changed while we listed: use it, keep nothing
 	}
 	v.mu.Unlock()
+	// A listing heavier than the bound on metadata is neither kept nor
+	// persisted (a directory Paged did not see as large; the lru would
+	// keep it alone, past the bound).
+	keep := dirEntry{entries: entries}.weight() <= v.opts.MetaEntries
 	if dirAttr.Ino != 0 {
-		if b, err := wire.Marshal(listing{Dir: dirAttr, Entries: entries}); err == nil {
-			v.cache.PutMeta(cache.MetaDir, p, b)
+		if keep {
+			if b, err := wire.Marshal(listing{Dir: dirAttr, Entries: entries}); err == nil {
+				v.cache.PutMeta(cache.MetaDir, p, b)
+			}
 		}
 		v.setFetched(p, dirAttr, g)
 	}
@@ -266,23 +274,14 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) (_ []w
 		v.mu.Unlock()
 		return entries, nil, nil
 	}
-	v.dirs.put(p, dirEntry{entries: entries, at: now})
-	v.knownDirs.put(p, v.dirs.peek(p))
-	for _, e := range entries {
-		kid := path.Join(p, e.Name)
-		if old, ok := v.attrs.get(kid); e.Attr.Ino == 0 || ok && !old.neg && old.a.Ino == e.Attr.Ino && old.a.Version > e.Attr.Version {
-			continue // never back to an older version
-		}
-		v.attrs.put(kid, attrEntry{a: e.Attr, at: now})
-		v.known.put(kid, v.attrs.peek(kid))
+	if keep {
+		v.dirs.put(p, dirEntry{entries: entries, at: now})
+		v.knownDirs.put(p, v.dirs.peek(p))
 	}
+	v.putEntries(p, entries, now)
 	v.mu.Unlock()
-	for _, e := range entries {
-		if e.Attr.Ino != 0 {
-			if b, err := wire.Marshal(e.Attr); err == nil {
-				v.cache.PutMeta(cache.MetaAttr, path.Join(p, e.Name), b)
-			}
-		}
+	if keep {
+		v.persistEntries(p, entries)
 	}
 	if len(data) == 0 {
 		return entries, nil, nil
