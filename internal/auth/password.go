@@ -34,6 +34,11 @@ func HashPassword(pw string) (string, error) {
 	return fmt.Sprintf("%s$%d$%s$%s", hashPrefix, pbkdf2Iter, enc.EncodeToString(salt), enc.EncodeToString(k)), nil
 }
 
+// NoPasswordHash is checked against when a user has no password, so that
+// an unknown user costs as much time as a known one and timing tells no
+// names. No password matches it.
+const NoPasswordHash = "pbkdf2-sha256$210000$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
 // CheckPasswordHash reports whether pw is the password stored as h.
 func CheckPasswordHash(h, pw string) bool {
 	parts := strings.Split(h, "$")

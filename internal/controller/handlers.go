@@ -131,12 +131,9 @@ func (c *Controller) resolveSubjectOf(p *peer, forUser string, v []byte) (auth.S
 		s, err := c.subjectOf(p, v)
 		return s, p.id.String(), err
 	}
-	var u userRec
-	if v == nil || wire.Unmarshal(v, &u) != nil || u.Gateway {
-		return auth.Subject{}, "", wire.Errorf(wire.CodeNotRegistered, "user %s@%s is not known to the controller", forUser, c.keys.domain)
-	}
-	if u.Revoked != 0 {
-		return auth.Subject{}, "", wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s@%s have been revoked", forUser, c.keys.domain)
+	u, err := c.liveRecord(forUser, v)
+	if err != nil {
+		return auth.Subject{}, "", err
 	}
 	return auth.Subject{User: u.Name, Groups: u.Groups}, forUser + "@" + c.keys.domain, nil
 }

@@ -90,6 +90,11 @@ func (c *Controller) liveUser(ctx context.Context, name string) (*userRec, error
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	return c.liveRecord(name, v)
+}
+
+// liveRecord is liveUser with the user's record v (nil: none) read.
+func (c *Controller) liveRecord(name string, v []byte) (*userRec, error) {
 	var u userRec
 	if v == nil || wire.Unmarshal(v, &u) != nil || u.Gateway {
 		return nil, wire.Errorf(wire.CodeNotRegistered, "user %s@%s is not known to the controller", name, c.keys.domain)

@@ -38,6 +38,14 @@ type credAnswer struct {
 	user, secret string
 }
 
+// fresh reports whether a remembered answer may still be given.
+func (a credAnswer) fresh(now time.Time) bool {
+	if a.ok {
+		return now.Sub(a.at) < credsTrusted
+	}
+	return now.Sub(a.at) < credsRefused
+}
+
 func (p *ctlPasswords) Check(user, pw string) bool {
 	p.once.Do(func() { _, _ = rand.Read(p.key[:]) })
 	mac := hmac.New(sha256.New, p.key[:])
@@ -46,7 +54,7 @@ func (p *ctlPasswords) Check(user, pw string) bool {
 	copy(sum[:], mac.Sum(nil))
 	now := time.Now()
 	p.mu.Lock()
-	if a, ok := p.seen[sum]; ok && (a.ok && now.Sub(a.at) < credsTrusted || !a.ok && now.Sub(a.at) < credsRefused) {
+	if a, ok := p.seen[sum]; ok && a.fresh(now) {
 		p.mu.Unlock()
 		return a.ok
 	}
@@ -80,7 +88,7 @@ type ctlS3Keys struct {
 func (k *ctlS3Keys) Secret(access string) (string, string, bool) {
 	now := time.Now()
 	k.mu.Lock()
-	if a, ok := k.seen[access]; ok && (a.ok && now.Sub(a.at) < credsTrusted || !a.ok && now.Sub(a.at) < credsRefused) {
+	if a, ok := k.seen[access]; ok && a.fresh(now) {
 		k.mu.Unlock()
 		return a.user, a.secret, a.ok
 	}
