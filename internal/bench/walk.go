@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"pando.dev/pando/internal/vfs"
@@ -99,13 +100,38 @@ func runWalk(ctx context.Context, o Options) ([]Row, error) {
 			return nil, err
 		}
 		r, err := walkAt(ctx, o, e, root, tree, rtt, modes)
+		if err == nil {
+			// The same tree through sshfs and rclone mount, where installed.
+			peerTree := filepath.Join(root, "peers")
+			var peers []Row
+			if err = tree.build(peerTree); err == nil {
+				peers, err = walkPeers(ctx, o, e.Dir, peerTree, tree, rtt)
+			}
+			besidePeer(r, peers)
+			rows = append(append(rows, r...), peers...)
+		}
 		e.Close()
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, r...)
 	}
 	return rows, nil
+}
+
+// besidePeer gives each timed row of pando's walks sshfs's figure for the
+// same walk as its reference (rclone's when sshfs did not run).
+func besidePeer(rows, peers []Row) {
+	ref := map[string]Row{}
+	for _, p := range peers {
+		if _, ok := ref[p.Metric]; !ok || strings.HasPrefix(p.Case, "sshfs") {
+			ref[p.Metric] = p
+		}
+	}
+	for i, r := range rows {
+		if p, ok := ref[r.Metric]; ok && r.Unit == "ms" {
+			rows[i].Ref, rows[i].RefValue = strings.SplitN(p.Case, ",", 2)[0], p.Value
+		}
+	}
 }
 
 func walkAt(ctx context.Context, o Options, e *Env, root string, tree walkTree, rtt time.Duration, modes []string) ([]Row, error) {

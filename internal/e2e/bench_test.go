@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,6 +56,17 @@ func TestBenchQuick(t *testing.T) {
 		}
 	}
 	checkLock(t, lock)
+	// The walk's peers run where sshfs, rclone and sshd are installed
+	// (./dev test installs them; in CI they must have run).
+	_, errS := exec.LookPath("sshfs")
+	_, errR := exec.LookPath("rclone")
+	if os.Getenv("CI") != "" || (errS == nil && errR == nil) {
+		for _, peer := range []string{"sshfs", "rclone mount"} {
+			if !slices.ContainsFunc(rep.Rows, func(r bench.Row) bool { return r.Scenario == "walk" && strings.HasPrefix(r.Case, peer) }) {
+				t.Errorf("the walk ran no %s beside pando", peer)
+			}
+		}
+	}
 	if !strings.Contains(res.stdout, "(--quick: small sizes, one run each") || strings.Contains(res.stdout, ".0 calls") {
 		t.Errorf("the table does not say it comes from a --quick run, or counts have decimals:\n%s", res.stdout)
 	}
