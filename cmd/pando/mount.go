@@ -217,8 +217,8 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			}
 			fmt.Fprintf(w, "mount %s  consistency %s  write %s  up %s  open files %d\n", st.MountPoint, st.Consistency, st.WriteMode, st.Uptime, st.OpenFiles)
 			fmt.Fprintln(w, controllerLine(st.Controller, time.Now()))
-			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct\n",
-				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct)
+			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct; the agent answered %d reads (%s)\n",
+				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct, st.Opens.Reads, cli.Size(st.Opens.ReadBytes))
 			c := st.Cache
 			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk of %s (%s unsent), %s in memory, %d files; %s loaded back into the page cache\n",
 				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.DiskLimit), cli.Size(c.DirtyBytes), cli.Size(c.MemoryBytes), c.Files, cli.Size(c.Preloaded))

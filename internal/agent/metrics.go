@@ -21,6 +21,8 @@ var (
 	descMisses    = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
 	descFetched   = prometheus.NewDesc("pando_cache_fetched_bytes_total", "Bytes fetched from shares into the cache.", nil, nil)
 	descPreloaded = prometheus.NewDesc("pando_cache_preloaded_bytes_total", "Bytes of large cached files loaded back into the page cache once whole, for the kernel to read directly.", nil, nil)
+	descReads     = prometheus.NewDesc("pando_reads_total", "The kernel's read requests the agent answered (a passthrough read sends none).", nil, nil)
+	descReadBytes = prometheus.NewDesc("pando_read_bytes_total", "Bytes the agent sent in answer to the kernel's read requests.", nil, nil)
 	descOpens     = prometheus.NewDesc("pando_opens_total", "Opens of regular files, by how their reads are served: passthrough (by the kernel from the cache's data file), direct or cached (by the agent).", []string{"mode"}, nil)
 	descDisk      = prometheus.NewDesc("pando_cache_disk_bytes", "Bytes the cache holds on disk.", nil, nil)
 	descMemory    = prometheus.NewDesc("pando_cache_memory_bytes", "Bytes the cache holds in memory.", nil, nil)
@@ -67,6 +69,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descOpens, float64(opens.Passthrough), "passthrough")
 	counter(descOpens, float64(opens.Direct), "direct")
 	counter(descOpens, float64(opens.Cached), "cached")
+	counter(descReads, float64(opens.Reads))
+	counter(descReadBytes, float64(opens.ReadBytes))
 	gauge(descDisk, float64(cs.DiskBytes))
 	gauge(descMemory, float64(cs.MemoryBytes))
 	for share, d := range a.v.Staleness() {

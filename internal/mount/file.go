@@ -49,6 +49,8 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 		done()
 		return nil, f.m.fail("read", f.h.Path(), err)
 	}
+	f.m.reads.Add(1)
+	f.m.readBytes.Add(int64(len(b)))
 	f.dropBehind(off, int64(len(b)))
 	f.sawReads(int64(len(b)))
 	return &sliceResult{b, done}, 0
