@@ -82,6 +82,8 @@ type Cache struct {
 	preMu       sync.Mutex
 	preStop     chan struct{} // closed to end the preload under way
 	preloadQuit chan struct{}
+	preloadMax  int64 // the largest file Preload loads (see preloadBound)
+	behind      int   // blocks queued from which the writer is behind (see writerBehind)
 }
 
 type blockID struct {
@@ -216,6 +218,8 @@ func Open(opts Options) (*Cache, error) {
 	c.writerDone = make(chan struct{})
 	c.writerQuit = make(chan struct{})
 	c.preloadQuit = make(chan struct{})
+	c.preloadMax = preloadBound()
+	c.behind = behindBlocks
 	go c.flusher()
 	go c.writer()
 	return c, nil
