@@ -523,9 +523,7 @@ func BenchmarkReRead(b *testing.B) {
 						b.Fatalf("read %d of %d bytes", n, size)
 					}
 					took[i] += time.Since(t0)
-					o := a.Mount().Opens()
-					served[i] = mount.Opens{Passthrough: o.Passthrough - before.Passthrough, Direct: o.Direct - before.Direct,
-						Cached: o.Cached - before.Cached, Reads: o.Reads - before.Reads, ReadBytes: o.ReadBytes - before.ReadBytes}
+					served[i] = a.Mount().Opens().Sub(before)
 				}
 				a.Close()
 				b.StartTimer()

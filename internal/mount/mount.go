@@ -67,6 +67,12 @@ type Opens struct {
 	ReadBytes int64 `json:"read_bytes"`
 }
 
+// Sub returns the counts of o since p.
+func (o Opens) Sub(p Opens) Opens {
+	return Opens{Passthrough: o.Passthrough - p.Passthrough, Direct: o.Direct - p.Direct, Cached: o.Cached - p.Cached,
+		Reads: o.Reads - p.Reads, ReadBytes: o.ReadBytes - p.ReadBytes}
+}
+
 // Opens returns the open counts (see Opens).
 func (m *Mount) Opens() Opens {
 	return Opens{Passthrough: m.ptOpens.Load(), Direct: m.directOpens.Load(), Cached: m.cachedOpens.Load(),
