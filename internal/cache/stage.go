@@ -228,7 +228,9 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 	e.io++
 	large := e.rec.Size >= directMin && (e.rec.Size > c.preloadMax || !c.Holds(e.rec.Size) || c.writerBehind())
 	e.mu.Unlock()
-	if !large || !c.pwriteDirect(f, data, off) {
+	if large && c.pwriteDirect(f, data, off) {
+		c.stats.around.Add(int64(len(data)))
+	} else {
 		_, err = f.WriteAt(data, off)
 		if err == nil {
 			_ = unix.SyncFileRange(int(f.Fd()), off, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
