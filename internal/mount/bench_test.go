@@ -194,9 +194,10 @@ func BenchmarkWarmRead(b *testing.B) {
 		readAll(b, p)
 		// Warm: the cache holds the file on disk and has loaded it into
 		// the page cache, which it does after the last close of a file
-		// it holds whole. A read right on the heels of the cold one is
-		// served by the agent, or by the kernel from the data file on
-		// disk; from then on the kernel reads the data file in memory.
+		// it holds whole. A read right on the heels of the cold one
+		// finds on disk the blocks the writer wrote around the page
+		// cache when it fell behind (see BenchmarkReRead); from then on
+		// the kernel reads the data file in memory.
 		waitOnDisk(b, a, gib)
 		waitPreloaded(b, a, gib)
 		b.SetBytes(gib)
@@ -482,7 +483,8 @@ func BenchmarkStatCached(b *testing.B) {
 // again at once, then a third time (PANDO_BENCH_SIZES, MiB, comma
 // separated; 256 and 1024 by default): MB/s of each read, and how each
 // was served (opens by mode, READ requests the agent answered and their
-// MiB).
+// MiB). go test -run X -bench BenchmarkReRead -benchtime 1x -v
+// ./internal/mount/
 func BenchmarkReRead(b *testing.B) {
 	d := testenv.New(b, "bench")
 	root := d.AddShare("data")
