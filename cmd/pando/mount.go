@@ -217,11 +217,11 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			}
 			fmt.Fprintf(w, "mount %s  consistency %s  write %s  up %s  open files %d\n", st.MountPoint, st.Consistency, st.WriteMode, st.Uptime, st.OpenFiles)
 			fmt.Fprintln(w, controllerLine(st.Controller, time.Now()))
-			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct\n",
-				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct)
+			fmt.Fprintf(w, "opens: %d read by the kernel from the cache (passthrough), %d through the agent's page cache, %d direct; the agent answered %d reads (%s)\n",
+				st.Opens.Passthrough, st.Opens.Cached, st.Opens.Direct, st.Opens.Reads, cli.Size(st.Opens.ReadBytes))
 			c := st.Cache
-			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk of %s (%s unsent), %s in memory, %d files; %s loaded back into the page cache\n",
-				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.DiskLimit), cli.Size(c.DirtyBytes), cli.Size(c.MemoryBytes), c.Files, cli.Size(c.Preloaded))
+			fmt.Fprintf(w, "cache: %d hits, %d misses, %d blocks fetched (%s), %d bad blocks dropped, %d evictions; %s on disk of %s (%s unsent), %s in memory, %d files; %s written around the page cache, %s loaded back into it\n",
+				c.Hits, c.Misses, c.Fetches, cli.Size(c.BytesFetched), c.BadBlocks, c.Evictions, cli.Size(c.DiskBytes), cli.Size(c.DiskLimit), cli.Size(c.DirtyBytes), cli.Size(c.MemoryBytes), c.Files, cli.Size(c.WrittenAround), cli.Size(c.Preloaded))
 			if c.Full > 0 || c.SentAhead > 0 {
 				fmt.Fprintf(w, "cache: %d writes found its file system full and evicted clean blocks; %s of unsent data sent ahead of a close to make room\n", c.Full, cli.Size(c.SentAhead))
 			}

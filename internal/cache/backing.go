@@ -105,8 +105,9 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 
 // Preload reads key's data file through the page cache once it holds the
 // whole of version, so that the kernel's direct reads of it (passthrough)
-// find it in memory: blocks are written to disk around the page cache
-// (see writeDirect), and this puts the file there, off any reader's path.
+// find it in memory: blocks of some files are written to disk around the
+// page cache (see writeDirect), or were evicted from it since, and this
+// puts the file there, off any reader's path.
 // It is background work, done only while no read comes through the cache
 // (it waits while one has in the last preloadIdle, holding no descriptor
 // while it waits before it starts), and one file at a time: a newer
@@ -115,8 +116,7 @@ func (c *Cache) Backing(key string, version uint64, maxWork int64) (f *os.File, 
 // memory is left on disk, for the kernel to read as it goes. Close ends a
 // preload.
 func (c *Cache) Preload(key string, version uint64) {
-	var si unix.Sysinfo_t
-	if ver, size, ok := c.Version(key); !ok || ver != version || unix.Sysinfo(&si) != nil || size > int64(si.Totalram)*int64(si.Unit)/4 {
+	if ver, size, ok := c.Version(key); !ok || ver != version || size > c.preloadMax {
 		return
 	}
 	c.preMu.Lock()
@@ -174,6 +174,16 @@ func (c *Cache) waitIdle(stop chan struct{}) bool {
 		case <-time.After(idle):
 		}
 	}
+}
+
+// preloadBound is the largest file Preload loads: a quarter of the host's
+// memory.
+func preloadBound() int64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit) / 4
 }
 
 // preloadIdle is how long no read must have come through the cache before

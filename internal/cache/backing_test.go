@@ -219,12 +219,20 @@ func TestPreloadGivesWay(t *testing.T) {
 	}
 }
 
-// A large file's blocks go to its data file around the page cache; read
-// back from disk (the memory layer off), they are the bytes fetched, and
-// a backing reads the whole file.
+// The blocks of a large file that the kernel will not read from the data
+// file (larger than Preload would load), or that the writer is behind on,
+// go to its data file around the page cache; read back from disk (the
+// memory layer off), they are the bytes fetched, and a backing reads the
+// whole file.
 func TestLargeFileDirectWrites(t *testing.T) {
+	t.Run("not preloaded", func(t *testing.T) { largeFileDirectWrites(t, func(c *Cache) { c.preloadMax = directMin }) })
+	t.Run("writer behind", func(t *testing.T) { largeFileDirectWrites(t, func(c *Cache) { c.behind = -1 }) })
+}
+
+func largeFileDirectWrites(t *testing.T, set func(*Cache)) {
 	const bs = 1 << 20
 	c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1})
+	set(c)
 	r := &remote{data: make([]byte, directMin+bs/2)}
 	rand.Read(r.data)
 	fill(t, c, "f", 1, r)
@@ -243,6 +251,32 @@ func TestLargeFileDirectWrites(t *testing.T) {
 	}
 	if st := c.Stats(); st.BadBlocks != 0 {
 		t.Fatalf("%d blocks failed their checksum", st.BadBlocks)
+	}
+	backingReads(t, c, "f", 1, r.data, "for a file cached whole")
+}
+
+// The blocks of a large file that the cache can hold whole, and that
+// Preload would load, go to its data file through the page cache: the
+// next open reads the data file directly (passthrough), typically at once,
+// and must find it in memory, not on disk. The data file is in the page
+// cache once its blocks are written, and a backing reads the bytes
+// fetched.
+func TestHeldFileWritesThroughPageCache(t *testing.T) {
+	const bs = 1 << 20
+	c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1, DiskBytes: 1 << 30})
+	c.behind = 1 << 20 // however far the writer falls behind this test's reader
+	r := &remote{data: make([]byte, directMin+3*bs+bs/3)}
+	rand.Read(r.data)
+	if !c.Holds(int64(len(r.data))) || int64(len(r.data)) > c.preloadMax {
+		t.Fatalf("a %d-byte file should be one the cache holds whole and preloads (preload bound %d)", len(r.data), c.preloadMax)
+	}
+	fill(t, c, "f", 1, r)
+	c.Sync()
+	if n := resident(t, c.dataPath("f")); n < len(r.data)*7/8 {
+		t.Errorf("%d of %d bytes of the data file are in the page cache once written; the next open would read the rest from disk", n, len(r.data))
+	}
+	if st := c.Stats(); st.Preloaded != 0 {
+		t.Fatalf("%d bytes preloaded: the test is about the writes", st.Preloaded)
 	}
 	backingReads(t, c, "f", 1, r.data, "for a file cached whole")
 }

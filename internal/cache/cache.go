@@ -38,6 +38,7 @@ type Stats struct {
 	Full                                        int64 // writes that found the cache's file system full (and evicted)
 	BytesFetched                                int64
 	Preloaded                                   int64 // bytes of data files loaded into the page cache
+	WrittenAround                               int64 // bytes of blocks written to disk around the page cache (O_DIRECT)
 	DiskBytes, MemoryBytes                      int64
 	DiskLimit                                   int64 // the disk layer's bound
 	DirtyBytes                                  int64 // blocks holding data not yet at the share
@@ -66,7 +67,7 @@ type Cache struct {
 	metaIdx  map[string]map[string][]byte // bucket -> key -> value to write (nil: delete)
 
 	stats struct {
-		hits, misses, fetches, bad, evictions, fetched, preloaded, full, ahead atomic.Int64
+		hits, misses, fetches, bad, evictions, fetched, preloaded, full, ahead, around atomic.Int64
 	}
 	flushQuit chan struct{}
 	flushDone chan struct{}
@@ -82,6 +83,8 @@ type Cache struct {
 	preMu       sync.Mutex
 	preStop     chan struct{} // closed to end the preload under way
 	preloadQuit chan struct{}
+	preloadMax  int64 // the largest file Preload loads (see preloadBound)
+	behind      int   // blocks queued from which the writer is behind (see writerBehind)
 }
 
 type blockID struct {
@@ -216,6 +219,8 @@ func Open(opts Options) (*Cache, error) {
 	c.writerDone = make(chan struct{})
 	c.writerQuit = make(chan struct{})
 	c.preloadQuit = make(chan struct{})
+	c.preloadMax = preloadBound()
+	c.behind = behindBlocks
 	go c.flusher()
 	go c.writer()
 	return c, nil

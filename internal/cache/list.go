@@ -37,7 +37,7 @@ func (c *Cache) Stats() Stats {
 	return Stats{
 		Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Fetches: c.stats.fetches.Load(),
 		BadBlocks: c.stats.bad.Load(), Evictions: c.stats.evictions.Load(), BytesFetched: c.stats.fetched.Load(),
-		Preloaded: c.stats.preloaded.Load(), Full: c.stats.full.Load(), SentAhead: c.stats.ahead.Load(),
+		Preloaded: c.stats.preloaded.Load(), WrittenAround: c.stats.around.Load(), Full: c.stats.full.Load(), SentAhead: c.stats.ahead.Load(),
 		DiskBytes: c.diskUsed.Load(), MemoryBytes: c.mem.size(), Files: len(c.entries),
 		DiskLimit: c.opts.DiskBytes, DirtyBytes: c.DirtyBytes(),
 	}

@@ -200,21 +200,24 @@ func (c *Cache) Slice(ctx context.Context, key string, off int64, n int, fetch F
 	return blk.b[in:to], blk.release, true, nil
 }
 
-// directMin is the size from which a file's whole blocks go to its data
-// file around the page cache (see writeDirect): a smaller file is likelier
-// to be read again soon, and is then read from memory at once.
+// directMin is the size from which a file's whole blocks may go to its
+// data file around the page cache (see writeDirect): a smaller file is
+// likelier to be read again soon, and is then read from memory at once.
 const directMin = 64 << 20
 
 // writeDirect writes a staged block (e.dmu held, e.mu not). A whole,
-// aligned block of a large file (directMin) bypasses the page cache
-// (O_DIRECT): new page-cache pages
-// cost the writer more than the disk does (on virtual machines that hand
-// free memory back to their host, several times more), and the reader
-// already has the block in memory. A file made whole is loaded into the
-// page cache later, off the reader's path (see Preload), for the kernel to
-// read it directly (passthrough). Other writes go through the page cache,
-// with their write-back started at once: filling the cache must not pile
-// up dirty pages that the kernel then throttles everyone on.
+// aligned block of a large file (directMin) that the kernel will not read
+// from the data file (the cache cannot hold it whole, or Preload would not
+// load it) bypasses the page cache (O_DIRECT): its pages would only be
+// memory held twice, the reader already has the block. So does one the
+// writer is behind on (see writerBehind). Other blocks of a file the
+// cache can hold whole go through the page cache: the next open reads the
+// data file directly (passthrough), typically at once (a program that
+// reads a file just fetched), and found only on disk the data file was
+// read at 0.3-0.5 GB/s here, paying then for the page-cache pages it
+// would have cost the writer (a second re-read: 6-8 GB/s). Writes through
+// the page cache start their write-back at once: filling the cache must
+// not pile up dirty pages that the kernel then throttles everyone on.
 func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 	e.mu.Lock()
 	f, err := c.file(e)
@@ -223,9 +226,11 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 		return err
 	}
 	e.io++
-	large := e.rec.Size >= directMin
+	large := e.rec.Size >= directMin && (e.rec.Size > c.preloadMax || !c.Holds(e.rec.Size) || c.writerBehind())
 	e.mu.Unlock()
-	if !large || !c.pwriteDirect(f, data, off) {
+	if large && c.pwriteDirect(f, data, off) {
+		c.stats.around.Add(int64(len(data)))
+	} else {
 		_, err = f.WriteAt(data, off)
 		if err == nil {
 			_ = unix.SyncFileRange(int(f.Fd()), off, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
@@ -237,6 +242,18 @@ func (c *Cache) writeDirect(e *entry, data []byte, off int64) error {
 	e.mu.Unlock()
 	return err
 }
+
+// writerBehind reports whether the disk writer has more than c.behind
+// (behindBlocks) blocks queued: it then writes around the page cache,
+// which costs it a tenth of the CPU (on a virtual machine that hands free
+// memory back to its host, a fresh page-cache page costs a fault there:
+// 2.8 s of system time per GiB here, against 0.07 s for O_DIRECT), so
+// that it keeps up with the reader and drops no block from its queue. A
+// cold read that leaves the CPU no room for the page cache stays as fast
+// as it was, or nearly; its re-read then reads those blocks from disk.
+func (c *Cache) writerBehind() bool { return len(c.staged) > c.behind }
+
+const behindBlocks = 32
 
 // pwriteDirect writes data at off to f's file around the page cache (see
 // package dio) and reports whether it did. It does nothing when data is

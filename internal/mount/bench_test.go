@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/procs"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
@@ -104,10 +106,16 @@ func readAllAdvised(tb testing.TB, p string, advice int) int64 {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, advice); err != nil {
 		tb.Fatal(err)
 	}
+	return readFile(tb, f)
+}
+
+// readFile reads f to its end and closes it.
+func readFile(tb testing.TB, f *os.File) int64 {
+	tb.Helper()
+	defer f.Close()
 	// A plain loop of 1 MiB reads: io.CopyBuffer would hand the file to
 	// io.Discard's ReadFrom, which reads 8 KiB at a time.
 	buf := make([]byte, 1<<20)
@@ -186,9 +194,10 @@ func BenchmarkWarmRead(b *testing.B) {
 		readAll(b, p)
 		// Warm: the cache holds the file on disk and has loaded it into
 		// the page cache, which it does after the last close of a file
-		// it holds whole. A read right on the heels of the cold one is
-		// served by the agent, or by the kernel from the data file on
-		// disk; from then on the kernel reads the data file in memory.
+		// it holds whole. A read right on the heels of the cold one
+		// finds on disk the blocks the writer wrote around the page
+		// cache when it fell behind (see BenchmarkReRead); from then on
+		// the kernel reads the data file in memory.
 		waitOnDisk(b, a, gib)
 		waitPreloaded(b, a, gib)
 		b.SetBytes(gib)
@@ -468,4 +477,65 @@ func BenchmarkStatCached(b *testing.B) {
 			statAll(dir)
 		}
 	})
+}
+
+// BenchmarkReRead: a file read cold through a fresh agent, then read
+// again at once, then a third time (PANDO_BENCH_SIZES, MiB, comma
+// separated; 256 and 1024 by default): MB/s of each read, and how each
+// was served (opens by mode, READ requests the agent answered and their
+// MiB). go test -run X -bench BenchmarkReRead -benchtime 1x -v
+// ./internal/mount/
+func BenchmarkReRead(b *testing.B) {
+	d := testenv.New(b, "bench")
+	root := d.AddShare("data")
+	sizes := []int64{256, 1024}
+	if s := os.Getenv("PANDO_BENCH_SIZES"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sizes = append(sizes, int64(n))
+		}
+	}
+	for _, mib := range sizes {
+		size := mib << 20
+		name := "f" + strconv.FormatInt(mib, 10)
+		testenv.MakeFile(b, filepath.Join(root, name), size)
+		readAll(b, filepath.Join(root, name)) // the share's page cache is warm
+		b.Run(strconv.FormatInt(mib, 10)+"MiB", func(b *testing.B) {
+			phases := []string{"cold", "reread1", "reread2"}
+			took := make([]time.Duration, len(phases))
+			served := make([]mount.Opens, len(phases))
+			opened := make([]time.Duration, len(phases))
+			for b.Loop() {
+				b.StopTimer()
+				a := startAgent(b, d, vfs.Options{}, cache.Options{DiskBytes: 4 * gib})
+				p := filepath.Join(a.Mount().Dir(), "bench", "data", name)
+				for i := range phases {
+					before := a.Mount().Opens()
+					t0 := time.Now()
+					f, err := os.Open(p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					opened[i] += time.Since(t0)
+					if n := readFile(b, f); n != size {
+						b.Fatalf("read %d of %d bytes", n, size)
+					}
+					took[i] += time.Since(t0)
+					served[i] = a.Mount().Opens().Sub(before)
+				}
+				a.Close()
+				b.StartTimer()
+			}
+			for i, ph := range phases {
+				b.ReportMetric(float64(b.N)*float64(size)/1e6/took[i].Seconds(), ph+"-MB/s")
+				b.ReportMetric(opened[i].Seconds()*1e3/float64(b.N), ph+"-open-ms")
+				s := served[i]
+				b.Logf("%s: pt=%d direct=%d cached=%d reads=%d read-MiB=%d", ph, s.Passthrough, s.Direct, s.Cached, s.Reads, s.ReadBytes>>20)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -15,12 +16,13 @@ import (
 
 // file is an open file.
 type file struct {
-	h      *vfs.Handle
-	m      *Mount
-	n      *node
-	pt     bool   // opened in passthrough mode
-	direct bool   // opened for direct I/O by choice (see node.open)
-	pid    uint32 // the thread that opened it (the kernel names threads), if known
+	h       *vfs.Handle
+	m       *Mount
+	n       *node
+	pt      bool   // opened in passthrough mode
+	direct  bool   // opened for direct I/O by choice (see node.open)
+	flushed bool   // a descriptor of this direct open was closed (under n.pt.mu)
+	pid     uint32 // the thread that opened it (the kernel names threads), if known
 
 	// drop-behind of a sequential reader of a large file (see dropBehind)
 	dmu              sync.Mutex
@@ -49,6 +51,8 @@ func (f *file) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResul
 		done()
 		return nil, f.m.fail("read", f.h.Path(), err)
 	}
+	f.m.reads.Add(1)
+	f.m.readBytes.Add(int64(len(b)))
 	f.dropBehind(off, int64(len(b)))
 	f.sawReads(int64(len(b)))
 	return &sliceResult{b, done}, 0
@@ -121,6 +125,7 @@ func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, sysca
 func (f *file) Flush(ctx context.Context) syscall.Errno {
 	ctx, done := detach(ctx)
 	defer done()
+	defer f.n.flushed(f)
 	err := f.h.Flush(ctx)
 	// The locks go even when the data could not: it stays in the cache,
 	// marked dirty, and is sent again.
@@ -130,11 +135,18 @@ func (f *file) Flush(ctx context.Context) syscall.Errno {
 	return f.m.fail("close", f.h.Path(), err)
 }
 
+// releaseHook, when set (by tests), runs first in every Release: a test
+// holds releases back to play an agent that hears of a close late.
+var releaseHook atomic.Pointer[func()]
+
 // Release runs when the last descriptor is gone. The node counts the open
 // gone only once the handle is released: counted before, an open that came
 // while a writer's release was under way was refused by the kernel (EIO)
 // now and then.
 func (f *file) Release(ctx context.Context) syscall.Errno {
+	if hook := releaseHook.Load(); hook != nil {
+		(*hook)()
+	}
 	ctx, done := detach(ctx)
 	defer done()
 	err := f.h.Release(context.WithoutCancel(ctx))

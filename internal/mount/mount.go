@@ -37,6 +37,8 @@ type Mount struct {
 
 	// opens of regular files, by the mode the kernel serves them in
 	ptOpens, directOpens, cachedOpens atomic.Int64
+	// FUSE READ requests the agent answered, and their bytes
+	reads, readBytes atomic.Int64
 
 	// threads seen reading a direct open in small pieces (see
 	// smallReader); cleared when it grows past maxSmallPids
@@ -59,11 +61,22 @@ type Opens struct {
 	Passthrough int64 `json:"passthrough"`
 	Direct      int64 `json:"direct"`
 	Cached      int64 `json:"cached"`
+	// Reads and ReadBytes count the kernel's READ requests the agent
+	// answered and the bytes it sent (a passthrough read sends none).
+	Reads     int64 `json:"reads"`
+	ReadBytes int64 `json:"read_bytes"`
+}
+
+// Sub returns the counts of o since p.
+func (o Opens) Sub(p Opens) Opens {
+	return Opens{Passthrough: o.Passthrough - p.Passthrough, Direct: o.Direct - p.Direct, Cached: o.Cached - p.Cached,
+		Reads: o.Reads - p.Reads, ReadBytes: o.ReadBytes - p.ReadBytes}
 }
 
 // Opens returns the open counts (see Opens).
 func (m *Mount) Opens() Opens {
-	return Opens{Passthrough: m.ptOpens.Load(), Direct: m.directOpens.Load(), Cached: m.cachedOpens.Load()}
+	return Opens{Passthrough: m.ptOpens.Load(), Direct: m.directOpens.Load(), Cached: m.cachedOpens.Load(),
+		Reads: m.reads.Load(), ReadBytes: m.readBytes.Load()}
 }
 
 // Options configure a mount.

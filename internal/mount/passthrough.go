@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -26,13 +27,28 @@ import (
 //     the cache's current data file is that backing, else it asks for
 //     direct I/O and the agent serves it (a writer; a reader of a newer
 //     version, while older readers keep the version they opened);
-//   - while cached opens are out, new opens are cached;
+//   - while cached or direct opens are out, new opens are cached or
+//     direct;
 //   - with none out, a read-only open of a whole cached file of at least
 //     passthroughMin starts passthrough; any other open is cached. The
 //     open writes the file's blocks still held only in memory to disk
 //     first, and checks those not read since the agent started, if they
 //     come to at most openWork or a quarter of the file; more is left to
 //     the background after the file's last cached open.
+//
+// An open for direct I/O that is not passthrough (a large file read cold
+// through the agent) takes no mode in the kernel, but go-fuse counts its
+// Release against the backing it registered for passthrough opens (it
+// counts every Release of the node, bridge.go releaseBackingIDRef): had
+// passthrough started while it was out, its Release would unregister the
+// backing under the passthrough opens, and the next open would be refused
+// (EIO). So passthrough waits for direct opens to be released. The kernel
+// sends RELEASE after close(2) has returned, and a program that reads a
+// file again at once opens it before the agent hears of the first close:
+// an open that finds only direct opens out whose descriptors were all
+// closed (Flush came) waits for their Release, up to releaseWait, rather
+// than be served by the agent again at a third of the speed of the data
+// file.
 //
 // go-fuse drops its registration of the backing just after the agent's
 // Release of the last open returns, and reuses it for an open that comes
@@ -42,12 +58,17 @@ import (
 // held, was a cached open in the kernel, since the kernel drops an inode's
 // backing when its last passthrough file closes, before it tells us.
 type passthrough struct {
-	mu     sync.Mutex
-	refs   int      // passthrough opens out
-	cached int      // cached opens out
-	file   *os.File // the backing, while refs > 0
-	gen    uint64   // its data file
-	last   uint64   // the data file last handed out, if no cached open came since
+	mu      sync.Mutex
+	refs    int  // passthrough opens out
+	cached  int  // cached opens out
+	direct  int  // opens out for direct I/O, neither cached nor passthrough
+	closing int  // of those, the ones whose descriptor was closed (Flush)
+	waited  bool // an open waited for them in vain (see releaseWait)
+	// released is closed when direct opens are all released
+	released chan struct{}
+	file     *os.File // the backing, while refs > 0
+	gen      uint64   // its data file
+	last     uint64   // the data file last handed out, if no cached open came since
 }
 
 // openWork, or a quarter of the file if that is more, bounds the disk
@@ -60,6 +81,13 @@ type passthrough struct {
 // open is served by the agent: a program that only opens the file (a
 // stat, a head) is not held up long.
 const openWork = 64 << 20
+
+// releaseWait bounds how long an open waits for the Release of direct
+// opens whose descriptors were closed (see passthrough); the kernel sends
+// it at once, but a busy agent may take a while to get to it. Waited in
+// vain once (the descriptor was duplicated, and a copy is still open),
+// opens do not wait again until the direct opens are gone.
+const releaseWait = time.Second
 
 // passthroughMin is the size from which a file is read in passthrough
 // mode. Below it the kernel's page cache of the FUSE file serves rereads
@@ -108,6 +136,9 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, ui
 	pt := &n.pt
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
+	if ok && pt.refs == 0 && pt.cached == 0 && pt.direct > 0 && pt.direct == pt.closing && !pt.waited {
+		pt.waitReleased()
+	}
 	switch {
 	case pt.refs > 0:
 		if ok {
@@ -124,7 +155,7 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, ui
 		f.pt = true
 		n.m.track(f)
 		return &ptFile{f}, ff
-	case pt.cached == 0 && ok && (pt.last == 0 || pt.last == gen):
+	case pt.cached == 0 && pt.direct == 0 && ok && (pt.last == 0 || pt.last == gen):
 		pt.refs, pt.file, pt.gen, pt.last = 1, bf, gen, gen
 		n.m.ptOpens.Add(1)
 		f.pt = true
@@ -143,11 +174,14 @@ func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, ui
 				f.direct = true
 			}
 		}
-		pt.cached++
-		pt.last = 0
 		if f.direct {
+			// No mode in the kernel, and no backing in go-fuse:
+			// last stays.
+			pt.direct++
 			n.m.directOpens.Add(1)
 		} else {
+			pt.cached++
+			pt.last = 0
 			n.m.cachedOpens.Add(1)
 		}
 		n.m.track(f)
@@ -175,20 +209,71 @@ func (n *node) closed(f *file) {
 	}
 	fl, a := f.h.Opened()
 	big := fl&syscall.O_ACCMODE == syscall.O_RDONLY && a.Size >= dropAfterClose
-	if pt.cached--; pt.cached > 0 || pt.refs > 0 || n.m.noPassthrough || !big {
+	if f.direct {
+		pt.direct--
+		if f.flushed {
+			pt.closing--
+		}
+		if pt.direct == 0 {
+			pt.waited = false
+			if pt.released != nil {
+				close(pt.released)
+				pt.released = nil
+			}
+		}
+	} else {
+		pt.cached--
+	}
+	if pt.cached > 0 || pt.direct > 0 || pt.refs > 0 || n.m.noPassthrough || !big {
 		return
 	}
 	go func() {
 		if !f.h.Whole(true) {
 			return
 		}
-		// Not under a cached open that came meanwhile.
+		// Not under a cached open that came meanwhile (a direct open
+		// leaves no pages to drop).
 		pt.mu.Lock()
 		defer pt.mu.Unlock()
-		if pt.cached == 0 {
+		if pt.cached == 0 && !f.direct {
 			n.NotifyContent(0, 0)
 		}
 	}()
+}
+
+// waitReleased waits (pt.mu held, and released meanwhile) until the
+// direct opens out are released, up to releaseWait.
+func (pt *passthrough) waitReleased() {
+	if pt.released == nil {
+		pt.released = make(chan struct{})
+	}
+	ch := pt.released
+	pt.mu.Unlock()
+	t := time.NewTimer(releaseWait)
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+	t.Stop()
+	pt.mu.Lock()
+	if pt.direct > 0 {
+		pt.waited = true
+	}
+}
+
+// flushed notes that a descriptor of a direct open was closed: its
+// Release is likely on its way (see passthrough).
+func (n *node) flushed(f *file) {
+	if !f.direct {
+		return
+	}
+	pt := &n.pt
+	pt.mu.Lock()
+	if !f.flushed {
+		f.flushed = true
+		pt.closing++
+	}
+	pt.mu.Unlock()
 }
 
 // asFile returns the open file behind a handle go-fuse passes back, in
