@@ -14,7 +14,8 @@ import (
 const validateEntries = 1 << 20
 
 // validate answers OpValidate: which of the listings an agent holds are
-// what a readdir would return now. Each directory is reached and checked
+// what a readdir would return now (and which attributes what a getattr
+// would). Each directory is reached and checked
 // as a readdir would be (list right; under a callback session the hold on
 // it is granted before it is read, so that a change after the comparison
 // is recalled), listed here, and its sum compared with the agent's. A
@@ -47,11 +48,20 @@ func (s *Server) validate(req *rpc.Request) (rpc.Reply, error) {
 		if budget <= 0 {
 			break
 		}
-		_, rel, err := s.reach(req, r.Tok, d.Path, true, auth.List)
+		_, rel, err := s.reach(req, r.Tok, d.Path, !d.Attr, auth.List)
 		if err != nil {
 			continue
 		}
-		sum, n, err := s.listingSum(rel, budget)
+		var sum []byte
+		n := 0
+		if d.Attr {
+			var a wire.Attr
+			if a, err = s.lstat(rel); err == nil {
+				sum = wire.AttrSum(a)
+			}
+		} else {
+			sum, n, err = s.listingSum(rel, budget)
+		}
 		budget -= n + 1
 		if err == nil && bytes.Equal(sum, d.Sum) {
 			out[i/8] |= 1 << (i % 8)

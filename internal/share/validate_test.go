@@ -13,7 +13,8 @@ import (
 // A validation says which listings are what a readdir gives now: a
 // directory listed before and unchanged is; one with another sum, one
 // gone, a file, a symlink leading out of the share, and one the principal
-// may not list are not. Under a callback session the share holds the
+// may not list are not. Attributes alone are compared as getattr gives
+// them. Under a callback session the share holds the
 // agent as having listed every directory it could reach, so that a later
 // change recalls it.
 func TestValidateListings(t *testing.T) {
@@ -36,19 +37,24 @@ func TestValidateListings(t *testing.T) {
 	s.inv.mu.Lock()
 	s.inv.sessions["admin@fuzz/s1"].holds = nil // as if it listed d in an earlier run
 	s.inv.mu.Unlock()
+	var x wire.AttrResp
+	if err := serveAs(t, s, sc, wire.OpGetAttr, wire.PathReq{Tok: 1, Path: "x"}, &x); err != nil {
+		t.Fatal(err)
+	}
 	zero := make([]byte, wire.ListingSumSize)
 	req := wire.ValidateReq{Tok: 1, Dirs: []wire.DirCheck{
 		{Path: "d", Sum: wire.ListingSum(l.Dir, l.Entries)},
+		{Path: "x", Sum: wire.AttrSum(x.Attr), Attr: true},
 		{Path: "e", Sum: zero}, {Path: "gone", Sum: zero}, {Path: "x", Sum: zero},
-		{Path: "out", Sum: zero}, {Path: "secret", Sum: zero},
+		{Path: "out", Sum: zero}, {Path: "secret", Sum: zero}, {Path: "d", Sum: wire.AttrSum(x.Attr), Attr: true},
 	}}
 	var resp wire.ValidateResp
 	if err := serveAs(t, s, sc, wire.OpValidate, req, &resp); err != nil {
 		t.Fatal(err)
 	}
 	for i, d := range req.Dirs {
-		if resp.Same(i) != (i == 0) {
-			t.Errorf("%s: unchanged %v; want %v", d.Path, resp.Same(i), i == 0)
+		if resp.Same(i) != (i <= 1) {
+			t.Errorf("%d (%s): unchanged %v; want %v", i, d.Path, resp.Same(i), i <= 1)
 		}
 	}
 	if h := holdsOf(s, "admin@fuzz/s1"); !h["d"] || !h["e"] || h["secret"] {

@@ -66,6 +66,7 @@ func (v *FS) Connect(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	held := v.persisted(ctx)
 	paths := make([]string, 0, len(mounts)+len(v.opts.Policies))
 	for _, m := range mounts {
 		paths = append(paths, m.Prefix)
@@ -88,7 +89,7 @@ func (v *FS) Connect(ctx context.Context) {
 			return
 		}
 	}
-	v.warm(ctx)
+	v.warm(ctx, held)
 }
 
 // answered reports whether the poller's first poll was answered (or

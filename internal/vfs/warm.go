@@ -28,23 +28,31 @@ import (
 // under wire.MaxMeta); more directories take more requests.
 const warmBatchBytes = 512 << 10
 
-// heldListing is a persisted listing to validate.
+// heldListing is a persisted listing to validate, or (attr) the
+// persisted attributes of a path (l.Dir) whose listing is not held: a
+// mount's root, which the kernel looks up before any walk below it.
 type heldListing struct {
 	p, rel string
 	l      listing
+	attr   bool
 }
 
-// warm validates the persisted listings not in memory, one request per
-// share (per wire.ValidateMax directories or warmBatchBytes of paths), the
-// shares at once. Under poll and callback it needs the share's poller to
-// have had its first answer (Connect waits for it); a share whose poller
-// did not is left cold.
-func (v *FS) warm(ctx context.Context) {
-	byShare := make(map[string][]heldListing)
-	addr := make(map[string]string)
+// warmSet is what an earlier run persisted that a restarted agent
+// validates, by share, and a global path to address each share.
+type warmSet struct {
+	byShare map[string][]heldListing
+	addr    map[string]string
+}
+
+// persisted gathers the persisted listings (and mount roots' attributes)
+// not in memory whose modes validate them. Connect takes it before the
+// first polls: a first poll's force drops what is persisted of each
+// mount's root, which the validation, comparing after the session began,
+// may make trusted again.
+func (v *FS) persisted(ctx context.Context) warmSet {
+	ws := warmSet{byShare: make(map[string][]heldListing), addr: make(map[string]string)}
 	for _, p := range v.cache.MetaKeys(cache.MetaDir) {
-		pol := v.opts.policy(p)
-		if pol.Mode == Strict || pol.Mode == Immutable {
+		if !v.validates(p) {
 			continue
 		}
 		v.mu.Lock()
@@ -62,24 +70,49 @@ func (v *FS) warm(ctx context.Context) {
 		if err != nil || loc.Share == "" {
 			continue
 		}
-		if pol.Mode == Poll || pol.Mode == Callback {
-			pl := v.pollerFor(ctx, p, pol)
-			if pl == nil || !pl.answered() {
-				continue
-			}
-		}
-		byShare[loc.Share] = append(byShare[loc.Share], heldListing{p: p, rel: loc.Rel, l: l})
-		addr[loc.Share] = loc.Prefix
+		ws.byShare[loc.Share] = append(ws.byShare[loc.Share], heldListing{p: p, rel: loc.Rel, l: l})
+		ws.addr[loc.Share] = loc.Prefix
 	}
+	v.persistedRoots(ctx, ws)
+	return ws
+}
+
+// warm validates ws, one request per share (per wire.ValidateMax
+// directories or warmBatchBytes of paths), the shares at once. Under poll
+// and callback a path is validated only once its share's poller had its
+// first answer (Connect waits for it); the others are left cold.
+func (v *FS) warm(ctx context.Context, ws warmSet) {
 	var wg sync.WaitGroup
-	for share, hs := range byShare {
+	for share, hs := range ws.byShare {
+		hs = slices.DeleteFunc(hs, func(h heldListing) bool { return !v.ready(ctx, h.p) })
+		if len(hs) == 0 {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v.warmShare(ctx, share, addr[share], hs)
+			v.warmShare(ctx, share, ws.addr[share], hs)
 		}()
 	}
 	wg.Wait()
+}
+
+// validates reports whether what is persisted of p is validated: not
+// under strict (nothing is trusted) nor immutable (trusted as it is).
+func (v *FS) validates(p string) bool {
+	m := v.opts.policy(p).Mode
+	return m != Strict && m != Immutable
+}
+
+// ready reports whether p may be validated now: under poll and callback,
+// once its share's first poll was answered.
+func (v *FS) ready(ctx context.Context, p string) bool {
+	pol := v.opts.policy(p)
+	if pol.Mode != Poll && pol.Mode != Callback {
+		return true
+	}
+	pl := v.pollerFor(ctx, p, pol)
+	return pl != nil && pl.answered()
 }
 
 // warmShare validates the listings hs of one share, addressed by gpath.
@@ -94,7 +127,7 @@ func (v *FS) warmShare(ctx context.Context, share, gpath string, hs []heldListin
 		hs = hs[n:]
 		checks := make([]wire.DirCheck, len(batch))
 		for i, h := range batch {
-			checks[i] = wire.DirCheck{Path: h.rel, Sum: wire.ListingSum(h.l.Dir, h.l.Entries)}
+			checks[i] = wire.DirCheck{Path: h.rel, Sum: wire.ListingSum(h.l.Dir, h.l.Entries), Attr: h.attr}
 		}
 		g := v.generation()
 		sent := time.Now()
@@ -112,7 +145,7 @@ func (v *FS) warmShare(ctx context.Context, share, gpath string, hs []heldListin
 // (generation g): it may concern any of them. The others are dropped
 // from the cache's disk. It returns how many were confirmed.
 func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Time, g uint64) int {
-	var changed []string
+	var changed, changedAttrs []string
 	n := 0
 	v.mu.Lock()
 	if v.gen != g {
@@ -120,8 +153,18 @@ func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Ti
 		return 0
 	}
 	for i, h := range batch {
-		if !resp.Same(i) {
+		switch {
+		case !resp.Same(i) && h.attr:
+			changedAttrs = append(changedAttrs, h.p)
+			continue
+		case !resp.Same(i):
 			changed = append(changed, h.p)
+			continue
+		case h.attr:
+			if _, ok := v.attrs.get(h.p); !ok {
+				v.attrs.put(h.p, attrEntry{a: h.l.Dir, at: sent})
+				v.known.put(h.p, v.attrs.peek(h.p))
+			}
 			continue
 		}
 		if _, ok := v.dirs.get(h.p); ok {
@@ -138,7 +181,36 @@ func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Ti
 	for _, p := range changed {
 		v.cache.PutMeta(cache.MetaDir, p, nil)
 	}
+	for _, p := range changedAttrs {
+		v.cache.PutMeta(cache.MetaAttr, p, nil)
+	}
 	return n
+}
+
+// persistedRoots adds to ws the persisted attributes of the roots of the
+// mounts whose listings are not held: the kernel looks a mount's root up
+// before anything below it.
+func (v *FS) persistedRoots(ctx context.Context, ws warmSet) {
+	mounts, err := v.c.MountTable(ctx)
+	if err != nil {
+		return
+	}
+	for _, m := range mounts {
+		p := m.Prefix
+		if !v.validates(p) || slices.ContainsFunc(ws.byShare[m.Share], func(h heldListing) bool { return h.p == p }) {
+			continue
+		}
+		a, found := v.persistedAttr(p)
+		if !found || a.Ino == 0 {
+			continue
+		}
+		loc, err := v.c.Locate(ctx, p)
+		if err != nil || loc.Share == "" {
+			continue
+		}
+		ws.byShare[loc.Share] = append(ws.byShare[loc.Share], heldListing{p: p, rel: loc.Rel, l: listing{Dir: a}, attr: true})
+		ws.addr[loc.Share] = loc.Prefix
+	}
 }
 
 // Warmed counts the persisted listings the shares confirmed at start.

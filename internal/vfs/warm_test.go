@@ -48,8 +48,9 @@ func runAgent(t *testing.T, d *testenv.Domain, dir string, pol Consistency) (v *
 // persisted; the window is long enough for a walk to fit in it.
 var warmModes = []Consistency{{Mode: Window, Period: time.Minute}, {Mode: Poll, Period: 2 * time.Second}, {Mode: Callback}}
 
-// An agent restarted on the same cache walks the tree it walked before
-// with one validation request to the share, and no listing or getattr.
+// An agent restarted on the same cache looks up the mount's root and walks
+// the tree it walked before with one validation request to the share, and
+// no listing or getattr.
 func TestRestartWalkValidatesOnce(t *testing.T) {
 	d := testenv.New(t, "uva")
 	root := d.AddShare("alpha")
@@ -62,6 +63,9 @@ func TestRestartWalkValidatesOnce(t *testing.T) {
 			dir := t.TempDir()
 			v, _, stop := runAgent(t, d, dir, pol)
 			v.Connect(ctx)
+			if _, err := v.GetAttr(ctx, "/uva/alpha"); err != nil {
+				t.Fatal(err)
+			}
 			if n := walk(ctx, t, v, "/uva/alpha/t"); n != dirs*files {
 				t.Fatalf("first walk: saw %d files; want %d", n, dirs*files)
 			}
@@ -69,6 +73,9 @@ func TestRestartWalkValidatesOnce(t *testing.T) {
 			v, c, _ := runAgent(t, d, dir, pol)
 			before := c.Counts()
 			v.Connect(ctx)
+			if _, err := v.GetAttr(ctx, "/uva/alpha"); err != nil {
+				t.Fatal(err)
+			}
 			if n := walk(ctx, t, v, "/uva/alpha/t"); n != dirs*files {
 				t.Fatalf("walk after the restart: saw %d files; want %d", n, dirs*files)
 			}

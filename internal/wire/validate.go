@@ -20,10 +20,14 @@ type ValidateReq struct {
 	Dirs []DirCheck `cbor:"2,keyasint"`
 }
 
-// DirCheck is one directory of a ValidateReq.
+// DirCheck is one directory of a ValidateReq: the sum of its listing, or
+// with Attr the sum of its attributes alone (AttrSum; not following a
+// final symlink, as getattr), for a path whose listing the agent does
+// not hold (the root of a mount, which every walk looks up).
 type DirCheck struct {
 	Path string `cbor:"1,keyasint"`
 	Sum  []byte `cbor:"2,keyasint"` // ListingSumSize bytes
+	Attr bool   `cbor:"3,keyasint,omitempty"`
 }
 
 // ValidateResp answers ValidateReq: bit i of Unchanged (Unchanged[i/8] &
@@ -76,6 +80,9 @@ func ListingSum(dir Attr, entries []DirEntry) []byte {
 	}
 	return l.Sum(dir)
 }
+
+// AttrSum is the sum of the attributes a alone (DirCheck.Attr).
+func AttrSum(a Attr) []byte { return ListingSum(a, nil) }
 
 func (l ListingHash) attr(a Attr) {
 	var b [8 * 9]byte
