@@ -141,11 +141,13 @@ func (v *FS) warmShare(ctx context.Context, share, gpath string, hs []heldListin
 }
 
 // warmBatch makes the listings of batch the share confirmed (resp) fresh
-// as of sent, unless an invalidation came since the request was sent
-// (generation g): it may concern any of them. The others are dropped
-// from the cache's disk. It returns how many were confirmed.
+// as of sent, and persists them again, unless an invalidation came since
+// the request was sent (generation g): it may concern any of them. The
+// others are dropped from the cache's disk. It returns how many listings
+// were confirmed.
 func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Time, g uint64) int {
 	var changed, changedAttrs []string
+	var kept []heldListing
 	n := 0
 	v.mu.Lock()
 	if v.gen != g {
@@ -164,6 +166,7 @@ func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Ti
 			if _, ok := v.attrs.get(h.p); !ok {
 				v.attrs.put(h.p, attrEntry{a: h.l.Dir, at: sent})
 				v.known.put(h.p, v.attrs.peek(h.p))
+				kept = append(kept, h)
 			}
 			continue
 		}
@@ -171,6 +174,7 @@ func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Ti
 			continue // listed meanwhile
 		}
 		n++
+		kept = append(kept, h)
 		v.dirs.put(h.p, dirEntry{entries: h.l.Entries, at: sent})
 		v.knownDirs.put(h.p, v.dirs.peek(h.p))
 		v.putEntries(h.p, h.l.Entries, sent)
@@ -183,6 +187,16 @@ func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Ti
 	}
 	for _, p := range changedAttrs {
 		v.cache.PutMeta(cache.MetaAttr, p, nil)
+	}
+	// Persisted again: the first poll's force dropped what was persisted
+	// of a mount's root, which the next restart would then list again.
+	for _, h := range kept {
+		if !h.attr {
+			if b, err := wire.Marshal(h.l); err == nil {
+				v.cache.PutMeta(cache.MetaDir, h.p, b)
+			}
+		}
+		v.persistAttr(h.p, h.l.Dir)
 	}
 	return n
 }
