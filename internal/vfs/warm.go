@@ -45,13 +45,18 @@ type warmSet struct {
 }
 
 // persisted gathers the persisted listings (and mount roots' attributes)
-// not in memory whose modes validate them. Connect takes it before the
-// first polls: a first poll's force drops what is persisted of each
-// mount's root, which the validation, comparing after the session began,
-// may make trusted again.
+// not in memory whose modes validate them, no more entries in all than
+// memory keeps (Options.MetaEntries), until ctx ends. Connect takes it
+// before the first polls: a first poll's force drops what is persisted of
+// each mount's root, which the validation, comparing after the session
+// began, may make trusted again.
 func (v *FS) persisted(ctx context.Context) warmSet {
 	ws := warmSet{byShare: make(map[string][]heldListing), addr: make(map[string]string)}
+	weight := 0
 	for _, p := range v.cache.MetaKeys(cache.MetaDir) {
+		if ctx.Err() != nil || weight >= v.opts.MetaEntries {
+			break // no more than memory keeps (Options.MetaEntries)
+		}
 		if !v.validates(p) {
 			continue
 		}
@@ -70,6 +75,7 @@ func (v *FS) persisted(ctx context.Context) warmSet {
 		if err != nil || loc.Share == "" {
 			continue
 		}
+		weight += dirEntry{entries: l.Entries}.weight()
 		ws.byShare[loc.Share] = append(ws.byShare[loc.Share], heldListing{p: p, rel: loc.Rel, l: l})
 		ws.addr[loc.Share] = loc.Prefix
 	}

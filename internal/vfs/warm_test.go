@@ -90,6 +90,28 @@ func TestRestartWalkValidatesOnce(t *testing.T) {
 	}
 }
 
+// Under strict a restarted agent validates nothing: it trusts nothing it
+// persisted, and asks the share as before.
+func TestRestartStrictValidatesNothing(t *testing.T) {
+	d := testenv.New(t, "uva")
+	dirs := walkTree(t, d.AddShare("alpha"), 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	strict := Consistency{Mode: Strict}
+	v, _, stop := runAgent(t, d, dir, strict)
+	v.Connect(ctx)
+	walk(ctx, t, v, "/uva/alpha/t")
+	stop()
+	v, c, _ := runAgent(t, d, dir, strict)
+	before := c.Counts()
+	v.Connect(ctx)
+	walk(ctx, t, v, "/uva/alpha/t")
+	if got := rpcsSince(c.Counts(), before); got["validate"] != 0 || got["readdir"] < uint64(dirs) {
+		t.Errorf("strict, restart and walk: %v; want no validate and a listing per directory (%d)", got, dirs)
+	}
+}
+
 // Changes made while an agent was down, at the share and through another
 // agent, are seen by the restarted agent: a rename, a delete and a new
 // file in a directory whose listing it persisted, and a rewrite (same
