@@ -1,6 +1,7 @@
 package share
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -121,4 +122,46 @@ func holdsOf(s *Server, id string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// FuzzValidate sends validations of arbitrary paths (one a line) and
+// flags: the share answers each with a bit a path or a *wire.Error, never
+// a panic; never says a path is unchanged but for the one sum that is
+// right; and changes nothing, inside its root or out.
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte("d\nd/e\n../x\nout\nup/sub\n/etc\nd//e\n"), uint64(0b1010))
+	f.Add([]byte("\n.\netc\nd/f"), uint64(0xffff))
+	s, sc := fuzzServer(f)
+	outside := filepath.Join(filepath.Dir(s.cfg.Root), "outside")
+	before, inside := treeState(f, outside), treeState(f, s.cfg.Root)
+	var l wire.ReadDirResp
+	if err := serveAs(f, s, sc, wire.OpReadDir, wire.ReadDirReq{Tok: 1, Path: "d"}, &l); err != nil {
+		f.Fatal(err)
+	}
+	right := wire.ListingSum(l.Dir, l.Entries)
+	f.Fuzz(func(t *testing.T, paths []byte, flags uint64) {
+		var req wire.ValidateReq
+		req.Tok = 1
+		for i, p := range bytes.Split(paths, []byte("\n")) {
+			c := wire.DirCheck{Path: string(p), Sum: make([]byte, wire.ListingSumSize), Attr: flags&(1<<(i%64)) != 0}
+			if i == 0 {
+				c.Sum = right
+			}
+			req.Dirs = append(req.Dirs, c)
+		}
+		var resp wire.ValidateResp
+		if err := serveAs(t, s, sc, wire.OpValidate, req, &resp); err == nil {
+			if len(resp.Unchanged) != (len(req.Dirs)+7)/8 {
+				t.Fatalf("%d directories, %d bytes of answer", len(req.Dirs), len(resp.Unchanged))
+			}
+			for i, c := range req.Dirs {
+				if resp.Same(i) && (i != 0 || c.Attr || c.Path != "d") {
+					t.Fatalf("%q (attr %v) unchanged with a sum that is not its own", c.Path, c.Attr)
+				}
+			}
+		}
+		if treeState(t, outside) != before || treeState(t, s.cfg.Root) != inside {
+			t.Fatal("a validation changed files")
+		}
+	})
 }
