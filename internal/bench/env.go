@@ -117,7 +117,10 @@ func (e *Env) AddShare(ctx context.Context, name string, link *wan.Config) (stri
 // Agent is a mounted agent; Path maps a global path to the mount.
 type Agent struct {
 	*agent.Agent
-	dir string
+	dir     string // the mount point
+	home    string // its mount point's and cache's directory
+	opts    vfs.Options
+	streams int
 }
 
 // Path returns the local path of a global path under the mount.
@@ -133,6 +136,18 @@ func (e *Env) Mount(opts vfs.Options, streams int) (*Agent, error) {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return nil, err
 	}
+	return e.mountIn(dir, opts, streams)
+}
+
+// Restart stops a and starts an agent again on its cache and mount point,
+// with the same options: what a restarted `pando mount` finds.
+func (e *Env) Restart(a *Agent) (*Agent, error) {
+	a.Unmount()
+	return e.mountIn(a.home, a.opts, a.streams)
+}
+
+func (e *Env) mountIn(dir string, opts vfs.Options, streams int) (*Agent, error) {
+	mnt := filepath.Join(dir, "mnt")
 	a, err := agent.Start(agent.Config{Client: e.Admin, MountPoint: mnt, VFS: opts, Streams: streams,
 		Cache: cache.Options{Dir: filepath.Join(dir, "cache"), DiskBytes: 4 << 30}})
 	if err != nil {
@@ -146,7 +161,7 @@ func (e *Env) Mount(opts vfs.Options, streams int) (*Agent, error) {
 		}
 	}
 	e.closes = append(e.closes, closeFn)
-	return &Agent{Agent: a, dir: mnt}, nil
+	return &Agent{Agent: a, dir: mnt, home: dir, opts: opts, streams: streams}, nil
 }
 
 // Unmount stops an agent early (its close in Env.Close is then a no-op).

@@ -63,7 +63,7 @@ func Scenarios() []Scenario {
 		{"contention", "N processes open one remote file at once: time and bytes fetched (GASS)", runContention},
 		{"wan", "cold read and write through the WAN emulator at several RTTs, beside the raw link", runWAN},
 		{"make", "compile-like metadata workload per consistency mode, with RPC counts by kind", runMake},
-		{"walk", "find and stat of a tree of 2,000 small files in 100 directories (--big: 20,000 in 2,000; --quick: 200 in 20) through the WAN emulator per RTT and consistency mode: first walk, again at once, after the window; round trips by kind", runWalk},
+		{"walk", "find and stat of a tree of 2,000 small files in 100 directories (--big: 20,000 in 2,000; --quick: 200 in 20) through the WAN emulator per RTT and consistency mode: first walk, again at once, after the window, after a restart of the agent on its cache; round trips by kind", runWalk},
 		{"repo-update", "a tree read-shared by six agents, 540 files updated at the share: the RPCs of looking again, per consistency mode (GVFS)", runRepoUpdate},
 		{"recall", "a write delegation on a large file kept back by one agent, recalled by another's read near its end: time to that block beside the whole file", runRecall},
 		{"lock", "six agents compete for one lock file by hard-linking, per consistency mode: fairness, time to acquire, RPCs (GVFS)", runLock},

@@ -69,8 +69,9 @@ var walkModes = []string{"window=3s", "poll=3s", "callback", "immutable"}
 // 2,000 with Big; 200 in 20 with Quick, and windows of a second) read
 // through a mount at several RTTs (Quick: the first only, by default
 // 40 ms), per consistency mode: the first walk on a fresh agent, the same
-// walk again at once, and again after the mode's window has passed, with
-// the round trips of each by kind.
+// walk again at once, again after the mode's window has passed, and at
+// once after the agent was restarted on the same cache, with the round
+// trips of each by kind (after restart: from the agent's start).
 func runWalk(ctx context.Context, o Options) ([]Row, error) {
 	tree := walkTree{top: 10, subs: 9, files: 20}
 	if o.Big {
@@ -149,10 +150,12 @@ func walkAt(ctx context.Context, o Options, e *Env, root string, tree walkTree, 
 		if err != nil {
 			return nil, err
 		}
-		top := a.Path("/bench/data/" + name)
-		look := func(what string) error {
+		look := func(what string, before map[string]uint64, note string) error {
 			o.say("walk: %d files in %d directories, rtt %v, %s: %s", tree.total(), tree.dirs(), rtt, mode, what)
-			before := a.Stats().RPCs
+			top := a.Path("/bench/data/" + name)
+			if before == nil {
+				before = a.Stats().RPCs
+			}
 			t0 := time.Now()
 			n, err := walkFiles(top)
 			took := time.Since(t0)
@@ -173,14 +176,14 @@ func walkAt(ctx context.Context, o Options, e *Env, root string, tree walkTree, 
 			cs := fmt.Sprintf("%s, rtt %v", mode, rtt)
 			rows = append(rows,
 				Row{Scenario: "walk", Case: cs, Metric: what, Value: took.Seconds() * 1000, Unit: "ms",
-					Note: fmt.Sprintf("%d files, %d directories", tree.total(), tree.dirs())},
+					Note: fmt.Sprintf("%d files, %d directories%s", tree.total(), tree.dirs(), note)},
 				Row{Scenario: "walk", Case: cs, Metric: what + ": round trips", Value: float64(total), Unit: "calls",
 					Note: opsNote(delta)})
 			return nil
 		}
-		err = look("first walk")
+		err = look("first walk", nil, "")
 		if err == nil {
-			err = look("again at once")
+			err = look("again at once", nil, "")
 		}
 		if err == nil {
 			wait := 3 * time.Second // as long as the default window
@@ -191,7 +194,19 @@ func walkAt(ctx context.Context, o Options, e *Env, root string, tree walkTree, 
 				wait = c.Period
 			}
 			time.Sleep(wait + 500*time.Millisecond)
-			err = look("after the window")
+			err = look("after the window", nil, "")
+		}
+		if err == nil {
+			// The agent restarted on its cache, the tree walked at once:
+			// its round trips count from the agent's start (the
+			// validation of what it persisted, the first poll).
+			t0 := time.Now()
+			a, err = e.Restart(a)
+			if err != nil {
+				return nil, err
+			}
+			started := time.Since(t0)
+			err = look("after restart", map[string]uint64{}, fmt.Sprintf("; stopping and starting the agent took %.0f ms", started.Seconds()*1000))
 		}
 		a.Unmount()
 		if err != nil {

@@ -77,3 +77,32 @@ func (c *Cache) flushMeta(meta map[string]map[string][]byte) error {
 		return nil
 	})
 }
+
+// MetaKeys returns the keys of a metadata bucket that have a value, in
+// bytewise order: what an earlier run persisted and what this run put.
+func (c *Cache) MetaKeys(bucket string) []string {
+	c.idxMu.Lock()
+	pending := maps.Clone(c.metaIdx[bucket])
+	c.idxMu.Unlock()
+	keys := make(map[string]bool)
+	_ = c.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("meta-" + bucket)); b != nil {
+			return b.ForEach(func(k, _ []byte) error {
+				keys[string(k)] = true
+				return nil
+			})
+		}
+		return nil
+	})
+	for k, v := range pending {
+		keys[k] = v != nil
+	}
+	var out []string
+	for k, ok := range keys {
+		if ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -451,3 +451,18 @@ func (c *Client) DelegFail(ctx context.Context, gpath string, id uint64, code wi
 	}, nil, nil, nil, nil, false)
 	return named(err, loc)
 }
+
+// Validate asks the share behind the global path gpath which of the
+// listings dirs (share-relative paths with the sums of the listings held,
+// at most wire.ValidateMax) are unchanged; see wire.ValidateReq.
+func (c *Client) Validate(ctx context.Context, gpath string, dirs []wire.DirCheck) (wire.ValidateResp, error) {
+	var resp wire.ValidateResp
+	loc, err := c.Locate(ctx, gpath)
+	if err != nil {
+		return resp, err
+	}
+	_, _, err = c.call(ctx, loc, wire.OpValidate, func(tok uint32) any {
+		return wire.ValidateReq{Tok: tok, Dirs: dirs}
+	}, nil, &resp, nil, nil, false)
+	return resp, named(err, loc)
+}

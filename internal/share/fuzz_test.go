@@ -172,6 +172,9 @@ func FuzzServeRequest(f *testing.F) {
 		{wire.OpSetXattr, wire.SetXattrReq{Tok: 1, Path: "out/secret", Name: "user.a", Value: []byte("v")}},
 		{wire.OpStage, wire.HandleReq{Tok: 1, Handle: 1}},
 		{wire.OpCommit, wire.CommitReq{Tok: 1, Handle: 1, Size: -1, Mtime: 1}},
+		{wire.OpValidate, wire.ValidateReq{Tok: 1, Dirs: []wire.DirCheck{{Path: "d", Sum: make([]byte, wire.ListingSumSize)},
+			{Path: "out", Sum: make([]byte, wire.ListingSumSize)}, {Path: "up/sub", Sum: make([]byte, wire.ListingSumSize)}}}},
+		{wire.OpValidate, wire.ValidateReq{Tok: 1, Dirs: []wire.DirCheck{{Path: "../x", Sum: []byte{1}}}}},
 	}
 	for _, s := range seeds {
 		b, err := wire.Marshal(s.msg)

@@ -63,6 +63,8 @@ func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error)
 		return s.getInv(req)
 	case wire.OpDelegReturn:
 		return s.delegReturn(req)
+	case wire.OpValidate:
+		return s.validate(req)
 	case wire.OpSum:
 		return s.sum(req)
 	case wire.OpGetFile:

@@ -58,6 +58,7 @@ type FS struct {
 	aheadStop   context.CancelFunc
 	aheadWG     sync.WaitGroup
 	listedAhead atomic.Uint64
+	warmed      atomic.Uint64 // persisted listings a share confirmed at start (warm.go)
 }
 
 // SetNotifier lets the edge drop the kernel's cached entry for a path

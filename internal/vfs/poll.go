@@ -56,7 +56,8 @@ func (v *FS) pollerFor(ctx context.Context, p string, pol Consistency) *poller {
 
 // Connect starts, before the file system is used, the polls of the shares
 // whose paths are under poll or callback, and waits for their first
-// answers until ctx ends. A share's first answer voids what was fetched
+// answers until ctx ends; then it validates the listings an earlier run
+// persisted (warm.go). A share's first answer voids what was fetched
 // before it (the share records changes for the agent only from then on),
 // so that a mount used at once would otherwise fetch its first files
 // twice.
@@ -65,6 +66,7 @@ func (v *FS) Connect(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	held := v.persisted(ctx)
 	paths := make([]string, 0, len(mounts)+len(v.opts.Policies))
 	for _, m := range mounts {
 		paths = append(paths, m.Prefix)
@@ -86,6 +88,18 @@ func (v *FS) Connect(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+	v.warm(ctx, held)
+}
+
+// answered reports whether the poller's first poll was answered (or
+// failed: then the cache is not trusted anyway).
+func (pl *poller) answered() bool {
+	select {
+	case <-pl.first:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -51,6 +51,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 
 	OpGetInv:      {func() any { return &GetInvReq{} }, func() any { return &GetInvResp{} }},
 	OpDelegReturn: {func() any { return &DelegReturnReq{} }, func() any { return &Empty{} }},
+	OpValidate:    {func() any { return &ValidateReq{} }, func() any { return &ValidateResp{} }},
 
 	OpResolve:       {func() any { return &ResolveReq{} }, func() any { return &ResolveResp{} }},
 	OpMountList:     {func() any { return &Empty{} }, func() any { return &MountListResp{} }},

@@ -71,6 +71,12 @@ const (
 	// OpDelegReturn gives back (part of) a write delegation the share
 	// recalled: DelegReturnReq -> Empty.
 	OpDelegReturn Op = 61
+	// OpValidate asks a share which of the listings an agent holds
+	// (persisted by an earlier run of the agent) are still what a readdir
+	// would return: ValidateReq -> ValidateResp. One request makes a
+	// restarted agent's cache of a share fresh again, instead of a
+	// listing per directory.
+	OpValidate Op = 62
 )
 
 // Controller operations.
@@ -103,7 +109,7 @@ var opNames = map[Op]string{
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpTruncate: "truncate", OpRename: "rename",
 	OpUnlink: "unlink", OpMkdir: "mkdir", OpRmdir: "rmdir", OpSymlink: "symlink", OpReadlink: "readlink",
 	OpLink: "link", OpSetAttr: "setattr", OpFsync: "fsync", OpStatFS: "statfs", OpPing: "ping", OpFGetAttr: "fgetattr",
-	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpMknod: "mknod", OpGetInv: "getinv", OpDelegReturn: "delegreturn",
+	OpGetXattr: "getxattr", OpListXattr: "listxattr", OpSetXattr: "setxattr", OpRemoveXattr: "removexattr", OpLock: "lock", OpMknod: "mknod", OpGetInv: "getinv", OpDelegReturn: "delegreturn", OpValidate: "validate",
 	OpSum: "sum", OpGetFile: "getfile", OpPutFile: "putfile", OpPush: "push", OpTicket: "ticket", OpStage: "stage", OpCommit: "commit",
 	OpResolve: "resolve", OpMountList: "mount-list", OpMountAdd: "mount-add", OpMountRemove: "mount-remove",
 	OpShareRegister: "share-register", OpShareList: "share-list", OpUserAdd: "user-add",
@@ -124,7 +130,7 @@ func (o Op) String() string {
 // lost reply without changing the outcome. Only these are retried.
 func (o Op) Idempotent() bool {
 	switch o {
-	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn,
+	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn, OpValidate,
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck, OpPasswordCheck, OpS3KeyGet:
