@@ -266,7 +266,6 @@ func (g *Gateway) evictLocked() {
 	}
 }
 
-
 // ACL returns the ACLs that apply on p, with user's rights there, as the
 // controller tells the gateway in user's name.
 func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error) {
