@@ -44,7 +44,9 @@ type Mount struct {
 
 	guard *guard
 	root  *node
-	ids   *IDMap
+	ids   atomic.Pointer[IDMap] // replaced whole when a login changes it
+	// logins: local users may log in (logins.go)
+	logins logins
 	// lent: other uids may reach the mount (allow_other); the kernel
 	// keeps no entries (see entryTimeout)
 	lent bool
@@ -82,6 +84,11 @@ type Options struct {
 	// default, which maps only the agent's principal. Principal, Self and
 	// SelfGroup are filled in.
 	IDMap *IDMap
+	// Logins lets each local user log in with their own credential
+	// (pando login): a uid logged in is served by its own vfs (see
+	// logins.go). The mount is then reachable by other uids, as a lent
+	// one is.
+	Logins bool
 	// NonEmpty mounts over a directory that holds files (hiding them
 	// while mounted), as fusermount's nonempty option did.
 	NonEmpty bool
@@ -109,10 +116,10 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	me := uint32(os.Geteuid())
 	admit := slices.Sorted(slices.Values(append([]uint32{me}, opts.LendTo...)))
 	admit = slices.Compact(admit)
-	lent := len(admit) > 1
+	lent := len(admit) > 1 || opts.Logins
 	if lent {
 		if why := allowOtherOK(os.Geteuid(), "/etc/fuse.conf"); why != "" {
-			return nil, errors.New(why)
+			return nil, errors.New(strings.Replace(why, "--lend-to lets", "--lend-to and --logins let", 1))
 		}
 	}
 	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{}), noPassthrough: opts.NoPassthrough, lent: lent}
@@ -122,7 +129,8 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		ids = *opts.IDMap
 	}
 	ids.Principal, ids.Self, ids.SelfGroup = v.Client().Principal(), me, uint32(os.Getegid())
-	m.ids = &ids
+	m.ids.Store(&ids)
+	m.logins.on, m.logins.base = opts.Logins, ids.Users
 	root := &node{m: m}
 	m.root = root
 	var mountOpts []string
