@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/wire"
 )
 
 // Logins (pando login): on an agent mounted with --logins, a local user
@@ -74,6 +76,7 @@ type loginState struct {
 	srv   *http.Server
 	sock  string
 	pool  *x509.CertPool
+	stop  chan struct{} // ends recheckLogins
 }
 
 type userLogin struct {
@@ -106,7 +109,8 @@ func (a *Agent) serveLogins() error {
 		ln.Close()
 		return err
 	}
-	a.logins = loginState{users: make(map[uint32]*userLogin), sock: sock, pool: pool}
+	a.logins = loginState{users: make(map[uint32]*userLogin), sock: sock, pool: pool, stop: make(chan struct{})}
+	go a.recheckLogins(a.logins.stop)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login", a.handleLogin)
 	mux.HandleFunc("POST /logout", a.handleLogout)
@@ -260,11 +264,17 @@ func (a *Agent) login(ctx context.Context, uid uint32, req LoginRequest) (string
 }
 
 // logout ends uid's login: its vfs is closed and its cache removed.
-func (a *Agent) logout(uid uint32) (string, bool) {
+func (a *Agent) logout(uid uint32) (string, bool) { return a.logoutIf(uid, nil) }
+
+// logoutIf ends uid's login if it is only (any if only is nil).
+func (a *Agent) logoutIf(uid uint32, only *userLogin) (string, bool) {
 	a.logins.mu.Lock()
 	u := a.logins.users[uid]
-	delete(a.logins.users, uid)
+	if only != nil && u != only {
+		u = nil
+	}
 	if u != nil {
+		delete(a.logins.users, uid)
 		a.m.Logout(uid)
 	}
 	a.logins.mu.Unlock()
@@ -287,12 +297,48 @@ func (a *Agent) Logins() []Login {
 	return out
 }
 
+// loginRecheck is how often the agent asks the controller whether each
+// login's credential still holds. The controller tells only shares and
+// gateways of revocations as they happen; shares refuse a revoked
+// credential at once, and this drops what the agent cached for it.
+const loginRecheck = 10 * time.Second
+
+// recheckLogins logs out, every loginRecheck until stop is closed, each
+// uid whose credential the controller says is revoked or unknown: its
+// vfs is closed and its cache removed, so that nothing cached for it is
+// served to it again. A controller that does not answer changes nothing.
+func (a *Agent) recheckLogins(stop <-chan struct{}) {
+	t := time.NewTicker(loginRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		a.logins.mu.Lock()
+		users := make(map[uint32]*userLogin, len(a.logins.users))
+		maps.Copy(users, a.logins.users)
+		a.logins.mu.Unlock()
+		for uid, u := range users {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := u.p.Client().WhoAmI(ctx)
+			cancel()
+			if c := wire.CodeOf(err); c == wire.CodeTokenRevoked || c == wire.CodeNotRegistered {
+				a.cfg.Log.Info("a logged-in user was revoked; their login and cache are removed", "uid", uid, "principal", u.principal, "err", err)
+				a.logoutIf(uid, u)
+			}
+		}
+	}
+}
+
 // closeLogins stops the login socket and logs everyone out.
 func (a *Agent) closeLogins() {
 	if a.logins.srv == nil {
 		return
 	}
 	a.logins.srv.Close()
+	close(a.logins.stop)
 	os.Remove(a.logins.sock)
 	for _, l := range a.Logins() {
 		a.logout(l.Uid)

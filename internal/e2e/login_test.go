@@ -127,6 +127,18 @@ func TestLogin(t *testing.T) {
 	ul.expect(t, worker, "", userOp{Op: "read", Path: filepath.Join(dir, "open.txt")})
 	sameTree(t, "before any login", before, shareTree(t, root))
 
+	// A credential of another domain, and a directory no agent serves.
+	other := newDomain(t, "vu")
+	eveCfg := other.addUser("eve")
+	if out, code := ua.runPando(t, bin, "--config", giveTo(t, ua, eveCfg, binDir), "login", "--mount", a.dir); code == 0 || !strings.Contains(out, "not one of domain uva") {
+		t.Errorf("a login with another domain's credential: exit %d: %s", code, out)
+	}
+	if out, code := ua.runPando(t, bin, "login", "--mount", binDir); code == 0 || !strings.Contains(out, "no pando agent is mounted at") {
+		t.Errorf("pando login where no agent is: exit %d: %s", code, out)
+	}
+	ua.expect(t, worker, "EACCES", userOp{Op: "ls", Path: dir})
+	sameTree(t, "after refused logins", before, shareTree(t, root))
+
 	aliceFile := giveTo(t, ua, aliceCfg, binDir)
 	if out, code := ua.runPando(t, bin, "--config", aliceFile, "login", "--mount", a.dir); code != 0 || !strings.Contains(out, "alice@uva") {
 		t.Fatalf("alice's pando login: exit %d: %s", code, out)
@@ -235,6 +247,14 @@ func TestLogin(t *testing.T) {
 		t.Errorf("bob, revoked, still reads through his login")
 	}
 	ub.expect(t, worker, "EACCES", userOp{Op: "put", Path: filepath.Join(dir, "b.txt"), Path2: "bob\n"})
+	// The agent finds the revocation and drops bob's login and cache.
+	bobCache := filepath.Join(a.cacheDir, "logins", strconv.Itoa(int(ub.uid)))
+	if !waitFor(30*time.Second, func() bool { _, err := os.Stat(bobCache); return os.IsNotExist(err) }) {
+		t.Errorf("bob's login cache is still there 30 s after he was revoked")
+	}
+	if out, _ := uc.runPando(t, bin, "login", "--status", "--mount", a.dir); strings.Contains(out, "bob@uva") {
+		t.Errorf("bob, revoked, is still logged in: %s", out)
+	}
 	if out, code := ub.runPando(t, bin, "--config", giveTo(t, ub, bobCfg, binDir), "login", "--mount", a.dir); code == 0 || !strings.Contains(out, "refuses") {
 		t.Errorf("a revoked user's login: exit %d: %s", code, out)
 	}
