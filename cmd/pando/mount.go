@@ -235,6 +235,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			if st.RefusedLocal > 0 {
 				fmt.Fprintf(w, "refused: %d requests from local users the mount is not lent to (pando mount --lend-to)\n", st.RefusedLocal)
 			}
+			for _, l := range st.Logins {
+				fmt.Fprintf(w, "logged in: uid %d as %s since %s (pando login)\n", l.Uid, l.Principal, l.Since)
+			}
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)
 				for _, u := range st.UnsentFiles {
