@@ -83,6 +83,7 @@ type userLogin struct {
 	p         *vfs.Private
 	principal string
 	since     time.Time
+	dir       string // its cache
 }
 
 type peerKey struct{}
@@ -232,8 +233,9 @@ func (a *Agent) login(ctx context.Context, uid uint32, req LoginRequest) (string
 	cfg := *a.cfg.Client
 	cfg.User, cfg.Cert, cfg.Key = id.Name, req.Cert, req.Key
 	copts := a.cfg.Cache
-	copts.Dir = filepath.Join(a.cfg.Cache.Dir, "logins", strconv.FormatUint(uint64(uid), 10))
-	os.RemoveAll(copts.Dir) // a login starts with an empty cache
+	// Each login has a cache of its own, empty at first (one of the
+	// uid's that is closing may still hold its own).
+	copts.Dir = filepath.Join(a.cfg.Cache.Dir, "logins", strconv.FormatUint(uint64(uid), 10)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	if err := os.MkdirAll(copts.Dir, 0o700); err != nil {
 		return "", fmt.Errorf("the login's cache: %w", err)
 	}
@@ -252,37 +254,55 @@ func (a *Agent) login(ctx context.Context, uid uint32, req LoginRequest) (string
 	}
 	_ = who
 	principal := id.String()
+	a.logout(uid) // an earlier login of the uid
 	a.logins.mu.Lock()
-	old := a.logins.users[uid]
-	a.logins.users[uid] = &userLogin{p: p, principal: principal, since: time.Now()}
+	a.logins.users[uid] = &userLogin{p: p, principal: principal, since: time.Now(), dir: copts.Dir}
 	a.m.Login(uid, principal, p.FS)
 	a.logins.mu.Unlock()
-	if old != nil {
-		old.p.Close()
-	}
 	return principal, nil
 }
 
 // logout ends uid's login: its vfs is closed and its cache removed.
-func (a *Agent) logout(uid uint32) (string, bool) { return a.logoutIf(uid, nil) }
+func (a *Agent) logout(uid uint32) (string, bool) { return a.logoutIf(uid, nil, false, false) }
 
-// logoutIf ends uid's login if it is only (any if only is nil).
-func (a *Agent) logoutIf(uid uint32, only *userLogin) (string, bool) {
+// logoutIf ends uid's login if it is only (any if only is nil). The
+// uid's new requests are at once those of a uid with no login; the vfs
+// is closed (sending what it holds) once no request and no open file
+// uses it, and its cache removed then, or at once if revoked (nothing
+// of it can be sent; a file open keeps what it reads, as on Unix).
+// With force (the agent closing, its mount gone), it is closed at once.
+func (a *Agent) logoutIf(uid uint32, only *userLogin, revoked, force bool) (string, bool) {
 	a.logins.mu.Lock()
 	u := a.logins.users[uid]
-	if only != nil && u != only {
-		u = nil
-	}
-	if u != nil {
-		delete(a.logins.users, uid)
-		a.m.Logout(uid)
-	}
-	a.logins.mu.Unlock()
-	if u == nil {
+	if u == nil || only != nil && u != only {
+		a.logins.mu.Unlock()
 		return "", false
 	}
-	u.p.Close()
-	os.RemoveAll(filepath.Join(a.cfg.Cache.Dir, "logins", strconv.FormatUint(uint64(uid), 10)))
+	delete(a.logins.users, uid)
+	v, idle := a.m.Logout(uid)
+	if force {
+		idle = nil
+	}
+	dir := u.dir
+	if revoked {
+		os.RemoveAll(dir)
+	}
+	a.logins.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for idle != nil && !idle() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		a.m.Forget(uid, v)
+		u.p.Close()
+		os.RemoveAll(dir)
+	}()
+	select { // a logout returns once the login is closed, or soon
+	case <-done:
+	case <-time.After(5 * time.Second):
+		a.cfg.Log.Info("a login ended while files opened through it are open; it is closed when they are", "uid", uid, "principal", u.principal)
+	}
 	return u.principal, true
 }
 
@@ -326,7 +346,7 @@ func (a *Agent) recheckLogins(stop <-chan struct{}) {
 			cancel()
 			if c := wire.CodeOf(err); c == wire.CodeTokenRevoked || c == wire.CodeNotRegistered {
 				a.cfg.Log.Info("a logged-in user was revoked; their login and cache are removed", "uid", uid, "principal", u.principal, "err", err)
-				a.logoutIf(uid, u)
+				a.logoutIf(uid, u, true, false)
 			}
 		}
 	}
@@ -341,6 +361,6 @@ func (a *Agent) closeLogins() {
 	close(a.logins.stop)
 	os.Remove(a.logins.sock)
 	for _, l := range a.Logins() {
-		a.logout(l.Uid)
+		a.logoutIf(l.Uid, nil, false, true)
 	}
 }

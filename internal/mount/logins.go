@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -32,7 +33,7 @@ import (
 type logins struct {
 	on  bool
 	mu  sync.RWMutex
-	uid map[uint32]login
+	uid map[uint32]*login
 	// base: the IDMap's users the mount started with
 	base map[string]uint32
 }
@@ -40,6 +41,28 @@ type logins struct {
 type login struct {
 	principal string
 	v         *vfs.FS
+	// closing: logged out; new requests of the uid are served as if it
+	// had no login, those under way (inflight) end on v
+	closing  bool
+	inflight atomic.Int64
+}
+
+// hold counts a request of uid as under way on its login, if any, until
+// the function returned is called.
+func (m *Mount) hold(uid uint32) func() {
+	if !m.logins.on {
+		return func() {}
+	}
+	m.logins.mu.RLock()
+	l := m.logins.uid[uid]
+	if l != nil {
+		l.inflight.Add(1)
+	}
+	m.logins.mu.RUnlock()
+	if l == nil {
+		return func() {}
+	}
+	return func() { l.inflight.Add(-1) }
 }
 
 // vfsFor is the vfs that serves the caller of the request in ctx.
@@ -52,10 +75,10 @@ func (m *Mount) vfsFor(ctx context.Context) *vfs.FS {
 		return m.v
 	}
 	m.logins.mu.RLock()
-	l, in := m.logins.uid[c.Uid]
+	l := m.logins.uid[c.Uid]
 	m.logins.mu.RUnlock()
-	if in {
-		return l.v
+	if l != nil {
+		return l.v // while closing too: a request admitted as the login ends on it
 	}
 	return m.v
 }
@@ -66,9 +89,9 @@ func (m *Mount) loggedIn(uid uint32) bool {
 		return false
 	}
 	m.logins.mu.RLock()
-	_, in := m.logins.uid[uid]
+	l := m.logins.uid[uid]
 	m.logins.mu.RUnlock()
-	return in
+	return l != nil && !l.closing
 }
 
 // idmap is the mount's current IDMap.
@@ -77,36 +100,55 @@ func (m *Mount) idmap() *IDMap { return m.ids.Load() }
 // LoginsOn reports whether the mount accepts logins.
 func (m *Mount) LoginsOn() bool { return m.logins.on }
 
-// Login has uid's requests served by v, whose client acts as principal;
-// the uid's earlier vfs, if any, is returned for the caller to close.
-// Files of principal show as uid's.
-func (m *Mount) Login(uid uint32, principal string, v *vfs.FS) (old *vfs.FS) {
+// Login has uid's requests served by v, whose client acts as principal.
+// Files of principal show as uid's. A login uid had is replaced (end it
+// first with Logout to close it).
+func (m *Mount) Login(uid uint32, principal string, v *vfs.FS) {
 	m.logins.mu.Lock()
 	defer m.logins.mu.Unlock()
 	if m.logins.uid == nil {
-		m.logins.uid = make(map[uint32]login)
+		m.logins.uid = make(map[uint32]*login)
 	}
-	if l, in := m.logins.uid[uid]; in {
-		old = l.v
-	}
-	m.logins.uid[uid] = login{principal: principal, v: v}
+	m.logins.uid[uid] = &login{principal: principal, v: v}
 	m.setIDsLocked()
-	return old
 }
 
-// Logout ends uid's login and returns its vfs for the caller to close
-// (nil if uid was not logged in). Its requests are then those of a uid
-// with no login.
-func (m *Mount) Logout(uid uint32) *vfs.FS {
+// Logout ends uid's login: its new requests are those of a uid with no
+// login. It returns the login's vfs (nil if uid was not logged in) and
+// idle, which reports whether no request under way and no open file
+// uses it any longer; once it does, Forget drops it, and the caller may
+// close it.
+func (m *Mount) Logout(uid uint32) (v *vfs.FS, idle func() bool) {
 	m.logins.mu.Lock()
 	defer m.logins.mu.Unlock()
-	l, in := m.logins.uid[uid]
-	if !in {
-		return nil
+	l := m.logins.uid[uid]
+	if l == nil || l.closing {
+		return nil, nil
 	}
-	delete(m.logins.uid, uid)
+	l.closing = true
 	m.setIDsLocked()
-	return l.v
+	return l.v, func() bool { return l.inflight.Load() == 0 && !m.openOn(l.v) }
+}
+
+// Forget drops uid's login if it is the one of v and was logged out.
+func (m *Mount) Forget(uid uint32, v *vfs.FS) {
+	m.logins.mu.Lock()
+	defer m.logins.mu.Unlock()
+	if l := m.logins.uid[uid]; l != nil && l.v == v && l.closing {
+		delete(m.logins.uid, uid)
+	}
+}
+
+// openOn reports whether a file open here was opened through v.
+func (m *Mount) openOn(v *vfs.FS) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for f := range m.files {
+		if f.h.FS() == v {
+			return true
+		}
+	}
+	return false
 }
 
 // Logins returns the principal of each uid logged in.
@@ -115,7 +157,9 @@ func (m *Mount) Logins() map[uint32]string {
 	defer m.logins.mu.RUnlock()
 	out := make(map[uint32]string, len(m.logins.uid))
 	for uid, l := range m.logins.uid {
-		out[uid] = l.principal
+		if !l.closing {
+			out[uid] = l.principal
+		}
 	}
 	return out
 }
@@ -129,7 +173,9 @@ func (m *Mount) setIDsLocked() {
 		users = make(map[string]uint32)
 	}
 	for _, uid := range slices.Sorted(maps.Keys(m.logins.uid)) {
-		users[m.logins.uid[uid].principal] = uid
+		if l := m.logins.uid[uid]; !l.closing {
+			users[l.principal] = uid
+		}
 	}
 	ids.Users = users
 	m.ids.Store(&ids)

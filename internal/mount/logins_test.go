@@ -32,9 +32,7 @@ func TestLoginDispatch(t *testing.T) {
 	if m.guard.ok(hdr(1001)) || m.vfsFor(callerCtx(1001)) == alice {
 		t.Fatal("a uid not logged in is admitted, or served by a login's vfs")
 	}
-	if old := m.Login(1001, "alice@uva", alice); old != nil {
-		t.Fatal("a first login returned an earlier vfs")
-	}
+	m.Login(1001, "alice@uva", alice)
 	if !m.guard.ok(hdr(1001)) || m.vfsFor(callerCtx(1001)) != alice {
 		t.Fatal("the uid logged in is not served by its own vfs")
 	}
@@ -48,19 +46,35 @@ func TestLoginDispatch(t *testing.T) {
 	if ids.uid("alice@uva") != 1001 || ids.owner(1001) != "alice@uva" || ids.uid("carol@uva") != 7 || ids.uid("root@uva") != 0 {
 		t.Fatalf("owners: alice %d, 1001 %q, carol %d", ids.uid("alice@uva"), ids.owner(1001), ids.uid("carol@uva"))
 	}
-	if old := m.Login(1001, "alice@uva", alice2); old != alice || m.vfsFor(callerCtx(1001)) != alice2 {
+	m.Login(1001, "alice@uva", alice2)
+	if m.vfsFor(callerCtx(1001)) != alice2 {
 		t.Fatal("a second login does not replace the first")
 	}
 	if got := m.Logins(); len(got) != 1 || got[1001] != "alice@uva" {
 		t.Fatalf("Logins: %v", got)
 	}
-	if v := m.Logout(1001); v != alice2 {
-		t.Fatal("logout did not return the login's vfs")
+	// A request admitted before the logout ends on alice's vfs; new ones
+	// are refused; the login is dropped once none is under way.
+	leave := m.hold(1001)
+	v, idle := m.Logout(1001)
+	if v != alice2 || idle() {
+		t.Fatal("logout did not return the login's vfs, or calls it idle with a request under way")
 	}
-	if m.guard.ok(hdr(1001)) || m.vfsFor(callerCtx(1001)) == alice2 || m.idmap().uid("alice@uva") != DefaultNobody {
-		t.Fatal("a uid logged out is still served as alice")
+	if m.guard.ok(hdr(1001)) || m.idmap().uid("alice@uva") != DefaultNobody {
+		t.Fatal("a uid logged out is still admitted, or shown as alice")
 	}
-	if m.Logout(1001) != nil {
+	if m.vfsFor(callerCtx(1001)) != alice2 {
+		t.Fatal("a request under way at the logout moved to another vfs")
+	}
+	leave()
+	if !idle() {
+		t.Fatal("the login is not idle once its request ended")
+	}
+	m.Forget(1001, alice2)
+	if m.vfsFor(callerCtx(1001)) != own || len(m.Logins()) != 0 {
+		t.Fatal("a login forgotten still serves")
+	}
+	if v, _ := m.Logout(1001); v != nil {
 		t.Fatal("a second logout returned a vfs")
 	}
 
