@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,6 +99,7 @@ func loginCall(hc *http.Client, method, path string, body io.Reader, out any) er
 func newLoginCmd(g *cli.Globals) *cobra.Command {
 	var dir string
 	var status bool
+	var uid int
 	cmd := &cobra.Command{
 		Use:   "login [--mount DIR]",
 		Short: "Act on a pando mount with your own credential, not the host's",
@@ -131,7 +133,14 @@ controller first. pando logout ends it; --status lists who is logged in.`,
 			if err != nil {
 				return err
 			}
-			body, _ := json.Marshal(agent.LoginRequest{Cert: cfg.Cert, Key: cfg.Key})
+			req := agent.LoginRequest{Cert: cfg.Cert, Key: cfg.Key}
+			if cmd.Flags().Changed("uid") {
+				if os.Geteuid() != 0 {
+					return cli.Usagef("--uid logs another local user in, which only root may do")
+				}
+				req.Uid = &uid
+			}
+			body, _ := json.Marshal(req)
 			var l agent.Login
 			if err := loginCall(hc, "POST", "/login", strings.NewReader(string(body)), &l); err != nil {
 				return err
@@ -142,11 +151,13 @@ controller first. pando logout ends it; --status lists who is logged in.`,
 	}
 	cmd.Flags().StringVar(&dir, "mount", "", "the mount point (needed when several mounts accept logins)")
 	cmd.Flags().BoolVar(&status, "status", false, "list the local users logged in, and as whom")
+	cmd.Flags().IntVar(&uid, "uid", 0, "log in this local uid instead of yourself (root only)")
 	return cmd
 }
 
 func newLogoutCmd() *cobra.Command {
 	var dir string
+	var uid int
 	cmd := &cobra.Command{
 		Use:   "logout [--mount DIR]",
 		Short: "Stop acting on a pando mount with your own credential",
@@ -158,8 +169,15 @@ what it cached for you; you are served as any local user with no login again.`,
 			if err != nil {
 				return err
 			}
+			path := "/logout"
+			if cmd.Flags().Changed("uid") {
+				if os.Geteuid() != 0 {
+					return cli.Usagef("--uid logs another local user out, which only root may do")
+				}
+				path += "?uid=" + strconv.Itoa(uid)
+			}
 			var l agent.Login
-			if err := loginCall(hc, "POST", "/logout", nil, &l); err != nil {
+			if err := loginCall(hc, "POST", path, nil, &l); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "logged out: uid %d no longer acts as %s\n", l.Uid, l.Principal)
@@ -167,5 +185,6 @@ what it cached for you; you are served as any local user with no login again.`,
 		},
 	}
 	cmd.Flags().StringVar(&dir, "mount", "", "the mount point (needed when several mounts accept logins)")
+	cmd.Flags().IntVar(&uid, "uid", 0, "log this local uid out instead of yourself (root only)")
 	return cmd
 }

@@ -38,8 +38,9 @@ import (
 // mount/logins.go). The credential is kept in memory only; the uid's
 // cache, below the agent's, is removed at logout.
 
-// LoginRequest is what pando login sends. Uid is not read: a client
-// that claims one changes nothing (the socket says who it is).
+// LoginRequest is what pando login sends. Uid is read only from root
+// (pando login --uid N, for another local user); from anyone else it
+// changes nothing (the socket says who it is).
 type LoginRequest struct {
 	Cert string `json:"cert"`
 	Key  string `json:"key"`
@@ -164,6 +165,13 @@ func (a *Agent) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the login request is not valid JSON", http.StatusBadRequest)
 		return
 	}
+	if req.Uid != nil && uid == 0 {
+		if *req.Uid < 0 || *req.Uid >= 1<<32-1 {
+			http.Error(w, "--uid must be a local uid", http.StatusBadRequest)
+			return
+		}
+		uid = uint32(*req.Uid) // root logs another local user in
+	}
 	principal, err := a.login(r.Context(), uid, req)
 	if err != nil {
 		a.cfg.Log.Warn("refused a local user's login", "uid", uid, "err", err)
@@ -178,6 +186,14 @@ func (a *Agent) handleLogout(w http.ResponseWriter, r *http.Request) {
 	uid, ok := callerUid(w, r)
 	if !ok {
 		return
+	}
+	if q := r.URL.Query().Get("uid"); q != "" && uid == 0 {
+		n, err := strconv.ParseUint(q, 10, 32)
+		if err != nil || n == 1<<32-1 {
+			http.Error(w, "--uid must be a local uid", http.StatusBadRequest)
+			return
+		}
+		uid = uint32(n) // root logs another local user out
 	}
 	principal, in := a.logout(uid)
 	if !in {

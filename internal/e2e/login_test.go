@@ -226,6 +226,18 @@ func TestLogin(t *testing.T) {
 	ub.expect(t, worker, "EACCES", userOp{Op: "put", Path: filepath.Join(dir, "b.txt"), Path2: "bob\n"})
 	sameTree(t, "after bob's forged logins", before, shareTree(t, root))
 
+	// Root logs a uid in, and out, for it: uc with bob's credential reads
+	// and may not write; then uc is refused again. uc itself may not.
+	if out, code := uc.runPando(t, bin, "--config", giveTo(t, uc, bobCfg, binDir), "login", "--uid", strconv.Itoa(int(ua.uid)), "--mount", a.dir); code == 0 || !strings.Contains(out, "only root") {
+		t.Errorf("pando login --uid by a user: exit %d: %s", code, out)
+	}
+	runPando(t, "", bobCfg, "login", "--uid", strconv.Itoa(int(uc.uid)), "--mount", a.dir).ok()
+	uc.expect(t, worker, "", userOp{Op: "read", Path: filepath.Join(dir, "a.txt")})
+	uc.expect(t, worker, "EACCES", userOp{Op: "put", Path: filepath.Join(dir, "c.txt"), Path2: "c"})
+	runPando(t, "", bobCfg, "logout", "--uid", strconv.Itoa(int(uc.uid)), "--mount", a.dir).ok()
+	uc.expect(t, worker, "EACCES", userOp{Op: "read", Path: filepath.Join(dir, "a.txt")})
+	sameTree(t, "after root's login for another uid", before, shareTree(t, root))
+
 	// Logout: alice's uid is refused again, and its cache is gone.
 	if out, code := ua.runPando(t, bin, "logout", "--mount", a.dir); code != 0 || !strings.Contains(out, "alice@uva") {
 		t.Errorf("pando logout: exit %d: %s", code, out)
