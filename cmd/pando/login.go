@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,62 +19,59 @@ import (
 	"pando.dev/pando/internal/mount"
 )
 
-// loginSocketDirs are where agents keep login sockets: root's, and those
-// of agents run by other users.
-func loginSocketDirs() []string {
-	dirs := []string{"/run/pando/login"}
-	more, _ := filepath.Glob(filepath.Join(os.TempDir(), "pando-login-*"))
-	return append(dirs, more...)
-}
-
 // loginClient finds the login socket of the agent mounted at dir (or of
-// the only agent that accepts logins, if dir is "").
+// the only agent that accepts logins, if dir is ""). Only the kernel's
+// list of mounts is believed: a socket is used only if the process
+// serving it is of the uid that mounted the file system (a socket
+// another local user planted where the agent's would be gets nothing).
 func loginClient(dir string) (*http.Client, error) {
-	var socks []string
+	abs := ""
 	if dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
+		var err error
+		if abs, err = filepath.Abs(dir); err != nil {
 			return nil, err
 		}
-		for _, d := range loginSocketDirs() {
-			if s := agent.LoginSocket(d, abs); live(s) {
-				socks = append(socks, s)
-			}
+	}
+	type found struct {
+		sock  string
+		owner uint32
+	}
+	var socks []found
+	mounted := false
+	var impostor error
+	for _, m := range mount.Agents() {
+		if abs != "" && m.Dir != abs {
+			continue
 		}
-		if len(socks) == 0 {
-			if mount.Mounted(abs) {
-				return nil, fmt.Errorf("the mount at %s does not accept logins (its agent was started without --logins)", abs)
+		mounted = true
+		for _, d := range []string{agent.LoginSocketDir(int(m.Owner)), filepath.Join("/tmp", fmt.Sprintf("pando-login-%d", m.Owner))} {
+			s := agent.LoginSocket(d, m.Dir)
+			if uid, ok := agent.SocketServer(s); ok && uid == m.Owner {
+				socks = append(socks, found{s, m.Owner})
+				break
+			} else if ok {
+				impostor = agent.NotTheAgent(s, m.Owner)
 			}
-			return nil, fmt.Errorf("no pando agent is mounted at %s", abs)
-		}
-	} else {
-		for _, d := range loginSocketDirs() {
-			found, _ := filepath.Glob(filepath.Join(d, "*.sock"))
-			for _, s := range found {
-				if live(s) {
-					socks = append(socks, s)
-				}
-			}
-		}
-		switch len(socks) {
-		case 0:
-			return nil, errors.New("no pando agent on this host accepts logins (an agent does when mounted with --logins)")
-		case 1:
-		default:
-			return nil, cli.Usagef("%d pando mounts on this host accept logins: name one with --mount DIR", len(socks))
 		}
 	}
-	return agent.SocketClient(socks[0], 30*time.Second), nil
-}
-
-// live reports whether an agent answers at sock.
-func live(sock string) bool {
-	c, err := net.DialTimeout("unix", sock, 2*time.Second)
-	if err != nil {
-		return false
+	switch {
+	case len(socks) == 1:
+		return agent.LoginClient(socks[0].sock, socks[0].owner, 30*time.Second), nil
+	case abs != "" && len(socks) == 0 && (mounted || mount.Mounted(abs)):
+		if !mounted {
+			return nil, fmt.Errorf("%s is not a pando mount", abs)
+		}
+		if impostor != nil {
+			return nil, impostor
+		}
+		return nil, fmt.Errorf("the mount at %s does not accept logins (its agent was started without --logins)", abs)
+	case abs != "" && len(socks) == 0:
+		return nil, fmt.Errorf("no pando agent is mounted at %s", abs)
+	case len(socks) == 0:
+		return nil, errors.New("no pando agent on this host accepts logins (an agent does when mounted with --logins)")
+	default:
+		return nil, cli.Usagef("%d pando mounts on this host accept logins: name one with --mount DIR", len(socks))
 	}
-	c.Close()
-	return true
 }
 
 // loginCall sends a request to the login socket and decodes its answer.

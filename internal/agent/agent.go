@@ -337,3 +337,42 @@ func SocketClient(sock string, timeout time.Duration) *http.Client {
 		},
 	}}
 }
+
+// NotTheAgent is the refusal to use a login socket that a process of
+// another uid than the mount's owner serves.
+func NotTheAgent(sock string, owner uint32) error {
+	return fmt.Errorf("%s is not served by the mount's agent (uid %d): refusing to send it a credential", sock, owner)
+}
+
+// SocketServer reports the uid of the process serving the Unix socket
+// sock, if one answers.
+func SocketServer(sock string) (uint32, bool) {
+	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		return 0, false
+	}
+	defer c.Close()
+	return peerUid(c)
+}
+
+// LoginClient is an HTTP client of the login socket sock that talks only
+// to a process of uid owner (the uid that mounted the file system, as the
+// kernel names it): a credential is sent to the mount's agent, never to a
+// socket another local user put where the agent's would be. The server's
+// uid comes from SO_PEERCRED at each connection.
+func LoginClient(sock string, owner uint32, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return nil, err
+			}
+			if uid, ok := peerUid(c); !ok || uid != owner {
+				c.Close()
+				return nil, NotTheAgent(sock, owner)
+			}
+			return c, nil
+		},
+	}}
+}

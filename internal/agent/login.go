@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,12 +58,12 @@ type Login struct {
 // maxLoginBody bounds a login request.
 const maxLoginBody = 64 << 10
 
-// LoginSocketDir is where agents on this host keep their login sockets.
-func LoginSocketDir() string {
-	if os.Geteuid() == 0 {
+// LoginSocketDir is where an agent run by uid keeps its login sockets.
+func LoginSocketDir(uid int) string {
+	if uid == 0 {
 		return "/run/pando/login"
 	}
-	return filepath.Join(os.TempDir(), "pando-login-"+strconv.Itoa(os.Geteuid()))
+	return filepath.Join(os.TempDir(), "pando-login-"+strconv.Itoa(uid))
 }
 
 // LoginSocket is the login socket of the agent mounted at dir.
@@ -96,9 +97,14 @@ func (a *Agent) serveLogins() error {
 	if err != nil {
 		return fmt.Errorf("the domain's CA: %w", err)
 	}
-	dir := LoginSocketDir()
+	dir := LoginSocketDir(os.Geteuid())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	// The directory must be the agent's own (in a shared /tmp another
+	// user could have made it first); clients check the socket's server.
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		return fmt.Errorf("the login socket's directory %s is not this user's own directory: remove it and start again", dir)
 	}
 	_ = os.Chmod(dir, 0o755)
 	sock := LoginSocket(dir, a.m.Dir())

@@ -114,6 +114,17 @@ func TestLogin(t *testing.T) {
 		t.Errorf("pando login at a mount without --logins: exit %d: %s", code, out)
 	}
 
+	// Another local user plants a socket where a root agent's would be
+	// if it kept it in /tmp: a login sends it nothing, as its server is
+	// not the uid that mounted the file system.
+	planted := plantLoginSocket(t, uc, plain.dir)
+	if out, code := ua.runPando(t, bin, "--config", giveTo(t, ua, aliceCfg, binDir), "login", "--mount", plain.dir); code == 0 || !strings.Contains(out, "not served by the mount's agent") {
+		t.Errorf("pando login with a planted socket: exit %d: %s", code, out)
+	}
+	if b, err := os.ReadFile(planted); err != nil || len(b) != 0 {
+		t.Errorf("the planted socket received %d bytes (%v)", len(b), err)
+	}
+
 	a := mountAgent(t, d.admin, "--logins", "--lend-to", strconv.Itoa(int(ul.uid)))
 	openToOthers(t, a.dir)
 	dir := filepath.Join(a.dir, "uva", "alpha", "proj")
@@ -194,7 +205,7 @@ func TestLogin(t *testing.T) {
 
 	// bob sends alice's certificate with his own key; then a login that
 	// claims alice's uid. Neither changes whom bob's uid acts as.
-	sockPath := agent.LoginSocket(agent.LoginSocketDir(), a.dir)
+	sockPath := agent.LoginSocket(agent.LoginSocketDir(0), a.dir)
 	alice, err := config.Load(aliceCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -271,4 +282,53 @@ func TestLogin(t *testing.T) {
 		t.Errorf("a revoked user's login: exit %d: %s", code, out)
 	}
 	sameTree(t, "after bob was revoked", before, shareTree(t, root))
+}
+
+// plantLoginSocket has u serve a socket at the place in /tmp where an
+// agent of root's mounted at mnt would keep its login socket if it kept
+// it there, recording what it receives; it returns the record's path.
+func plantLoginSocket(t *testing.T, u localUser, mnt string) string {
+	t.Helper()
+	dir := filepath.Join("/tmp", "pando-login-0")
+	if _, err := os.Lstat(dir); err == nil {
+		t.Fatalf("%s exists already", dir)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chown(dir, int(u.uid), int(u.gid))
+	rec := filepath.Join(dir, "received")
+	sock := agent.LoginSocket(dir, mnt)
+	script := `import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o666)
+s.listen(8)
+open(sys.argv[2], "wb").close()
+s.settimeout(120)
+while True:
+    c, _ = s.accept()
+    c.settimeout(5)
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            open(sys.argv[2], "ab").write(d)
+    except OSError:
+        pass
+    c.close()
+`
+	cmd := exec.Command("/usr/bin/python3", "-c", script, sock, rec)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(10*time.Second, func() bool { _, err := os.Stat(rec); return err == nil })
+	if _, err := os.Stat(rec); err != nil {
+		t.Fatalf("the planted socket did not start: %v", err)
+	}
+	return rec
 }

@@ -388,6 +388,37 @@ func Mounted(dir string) bool {
 	return false
 }
 
+// Agent is a pando mount on this host, as the kernel lists it.
+type Agent struct {
+	Dir   string
+	Owner uint32 // the uid that mounted it (user_id=)
+}
+
+// Agents lists the pando mounts on this host (FUSE mounts of type
+// fuse.pando) with the uid of the process that mounted each, as the
+// kernel records it: no other local user can make it say otherwise.
+func Agents() []Agent {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil
+	}
+	var out []Agent
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "fuse.pando" {
+			continue
+		}
+		for _, o := range strings.Split(f[3], ",") {
+			if v, ok := strings.CutPrefix(o, "user_id="); ok {
+				if uid, err := strconv.ParseUint(v, 10, 32); err == nil {
+					out = append(out, Agent{Dir: unescapeMount(f[1]), Owner: uint32(uid)})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // unescapeMount undoes the octal escapes of /proc/self/mounts ("\040").
 func unescapeMount(s string) string {
 	if !strings.Contains(s, "\\") {
