@@ -27,6 +27,7 @@ type mountFlags struct {
 	readAhead                              int
 	metaEntries                            uint
 	debug, noPassthrough, nonEmpty         bool
+	logins                                 bool
 	metrics                                string
 	lendTo                                 []string
 	mapUser, mapGroup                      []string
@@ -48,6 +49,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.debug, "debug-fuse", false, "log every FUSE request")
 	cmd.Flags().BoolVar(&f.noPassthrough, "no-passthrough", false, "serve every read through the agent, never by the kernel straight from the cache's data file (FUSE passthrough, used when the kernel allows it for files the cache holds whole)")
 	cmd.Flags().StringSliceVar(&f.lendTo, "lend-to", nil, "local users (names or uids, comma-separated) who may use the mount besides the one running the agent, with the agent's grid principal and the files' mode bits; nobody else is served (see docs/security.md)")
+	cmd.Flags().BoolVar(&f.logins, "logins", false, "let each local user act with their own grid credential, handed to the agent with pando login (kept in memory only); a user with no login is served as --lend-to says (see docs/security.md)")
 	cmd.Flags().StringArrayVar(&f.mapUser, "map-user", nil, "show the files of a principal as a local user's, e.g. alice@uva=alice (repeatable); the agent's own principal is always the user running it (see docs/posix.md)")
 	cmd.Flags().StringArrayVar(&f.mapGroup, "map-group", nil, "show the files of a grid group as a local group's, e.g. staff@uva=staff (repeatable)")
 	cmd.Flags().StringVar(&f.nobody, "nobody", "65534:65534", "local USER[:GROUP] shown for owners and groups with no local id")
@@ -69,7 +71,7 @@ func (f *mountFlags) serveMetrics(a *agent.Agent, w io.Writer) error {
 }
 
 func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, error) {
-	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough, NonEmpty: f.nonEmpty}
+	cfg := agent.Config{MountPoint: mountPoint, Log: g.Logger(), Debug: f.debug, NoPassthrough: f.noPassthrough, NonEmpty: f.nonEmpty, Logins: f.logins}
 	var err error
 	if cfg.Client, err = g.Config(); err != nil {
 		return cfg, err
@@ -232,6 +234,9 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 			slices.Sort(ops)
 			if st.RefusedLocal > 0 {
 				fmt.Fprintf(w, "refused: %d requests from local users the mount is not lent to (pando mount --lend-to)\n", st.RefusedLocal)
+			}
+			for _, l := range st.Logins {
+				fmt.Fprintf(w, "logged in: uid %d as %s since %s (pando login)\n", l.Uid, l.Principal, l.Since)
 			}
 			if st.Unsent > 0 {
 				fmt.Fprintf(w, "unsent: %d files hold data not yet at their share (pando cache ls)\n", st.Unsent)

@@ -44,6 +44,9 @@ type Config struct {
 	NonEmpty bool
 	// IDMap: see mount.Options.
 	IDMap *mount.IDMap
+	// Logins: local users may log in with their own credential (pando
+	// login; see login.go).
+	Logins bool
 }
 
 // Agent is a running agent.
@@ -60,6 +63,7 @@ type Agent struct {
 	closeOnce  sync.Once
 	// replayDone is closed when the retry of unsent data has stopped.
 	replayDone chan struct{}
+	logins     loginState
 }
 
 // SocketName is the control socket's name in the cache directory.
@@ -106,7 +110,7 @@ func Start(cfg Config) (*Agent, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	a.v.Connect(cctx)
 	cancel()
-	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, IDMap: cfg.IDMap, NonEmpty: cfg.NonEmpty})
+	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, IDMap: cfg.IDMap, NonEmpty: cfg.NonEmpty, Logins: cfg.Logins})
 	if err != nil {
 		ch.Close()
 		cl.Close()
@@ -114,6 +118,14 @@ func Start(cfg Config) (*Agent, error) {
 	}
 	if err := a.serveControl(); err != nil {
 		cfg.Log.Warn("no control socket; pando stats will not reach this agent", "err", err)
+	}
+	if cfg.Logins {
+		if err := a.serveLogins(); err != nil {
+			a.m.Unmount()
+			ch.Close()
+			cl.Close()
+			return nil, fmt.Errorf("the login socket (--logins): %w", err)
+		}
 	}
 	// Data left unsent by an earlier run (or by closes that fail later)
 	// is sent, or kept beside a file that changed meanwhile, and retried
@@ -141,6 +153,7 @@ func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		err = a.m.Unmount()
 		a.m.Wait()
+		a.closeLogins()
 		if ferr := a.v.FlushDelegs(); ferr != nil {
 			a.cfg.Log.Warn("data kept back under write delegations could not all be sent; it stays in the cache and is sent at the next start", "err", ferr)
 		}
@@ -189,6 +202,8 @@ type Stats struct {
 	// KernelLookups counts the lookups and attribute requests the kernel
 	// sent to the agent (those its own caches did not answer).
 	KernelLookups int64 `json:"kernel_lookups"`
+	// Logins lists the local users logged in (pando mount --logins).
+	Logins []Login `json:"logins,omitempty"`
 	// Unsent counts files with data not yet at their share that no open
 	// file holds (a write delegation keeps it back, or it is retried, or
 	// kept after a conflict: see Conflicts).
@@ -235,7 +250,7 @@ func (a *Agent) Stats() Stats {
 	return Stats{Staleness: stale, Shares: a.v.Shares(), Offline: o.Offline.String(), Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
 		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: len(unsent), UnsentFiles: unsent, MaxUnsent: a.v.MaxUnsent(), Conflicts: len(conflicts), ConflictList: conflicts,
-		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), KernelLookups: a.m.KernelLookups(), Controller: a.cl.ControllerStatus()}
+		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), KernelLookups: a.m.KernelLookups(), Logins: a.Logins(), Controller: a.cl.ControllerStatus()}
 }
 
 func (a *Agent) serveControl() error {
@@ -310,10 +325,54 @@ func Control(dir string) (*http.Client, error) {
 	if _, err := os.Stat(sock); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no pando agent runs with the cache in %s (start one with pando mount, or pass --cache-dir)", dir)
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	return SocketClient(sock, 10*time.Second), nil
+}
+
+// SocketClient is an HTTP client of the agent's socket sock.
+func SocketClient(sock string, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		},
-	}}, nil
+	}}
+}
+
+// NotTheAgent is the refusal to use a login socket that a process of
+// another uid than the mount's owner serves.
+func NotTheAgent(sock string, owner uint32) error {
+	return fmt.Errorf("%s is not served by the mount's agent (uid %d): refusing to send it a credential", sock, owner)
+}
+
+// SocketServer reports the uid of the process serving the Unix socket
+// sock, if one answers.
+func SocketServer(sock string) (uint32, bool) {
+	c, err := net.DialTimeout("unix", sock, 2*time.Second)
+	if err != nil {
+		return 0, false
+	}
+	defer c.Close()
+	return peerUid(c)
+}
+
+// LoginClient is an HTTP client of the login socket sock that talks only
+// to a process of uid owner (the uid that mounted the file system, as the
+// kernel names it): a credential is sent to the mount's agent, never to a
+// socket another local user put where the agent's would be. The server's
+// uid comes from SO_PEERCRED at each connection.
+func LoginClient(sock string, owner uint32, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return nil, err
+			}
+			if uid, ok := peerUid(c); !ok || uid != owner {
+				c.Close()
+				return nil, NotTheAgent(sock, owner)
+			}
+			return c, nil
+		},
+	}}
 }

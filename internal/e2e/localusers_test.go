@@ -109,6 +109,10 @@ func tryOp(op userOp) (string, error) {
 		return "", err
 	case "truncate":
 		return "", os.Truncate(p, 0)
+	case "put": // a new file holding Path2
+		return "", os.WriteFile(p, []byte(op.Path2), 0o666)
+	case "post-login": // Path2 sent to the login socket at Path
+		return postLogin(p, op.Path2)
 	case "create":
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {

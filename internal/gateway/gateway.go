@@ -79,13 +79,9 @@ type Gateway struct {
 }
 
 type userFS struct {
-	cl   *client.Client
-	ch   *cache.Cache
-	v    *vfs.FS
+	*vfs.Private
 	used time.Time
 	refs int
-	// retried is closed when the retry of unsent data has stopped.
-	retried chan struct{}
 }
 
 // ErrNotGateway: the credentials given are not a gateway's.
@@ -221,34 +217,18 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 	if u := g.users[user]; u != nil {
 		u.refs++
 		u.used = time.Now()
-		return u.v, nil
+		return u.FS, nil
 	}
 	g.evictLocked()
 	copts := g.cfg.Cache
 	copts.Dir = filepath.Join(g.cfg.Cache.Dir, "users", user)
-	copts.Log = g.cfg.Log
-	cl, err := client.New(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log})
+	p, err := vfs.OpenPrivate(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}, copts, g.cfg.VFS, g.cfg.Log)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := cache.Open(copts)
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
-	vopts := g.cfg.VFS
-	if vopts.Log == nil {
-		vopts.Log = g.cfg.Log
-	}
-	u := &userFS{cl: cl, ch: ch, v: vfs.New(cl, ch, vopts), used: time.Now(), refs: 1, retried: make(chan struct{})}
+	u := &userFS{Private: p, used: time.Now(), refs: 1}
 	g.users[user] = u
-	// Data a write could not send (its share away) is sent when it can
-	// be, as the mount's is, or kept beside a file changed meanwhile.
-	go func() {
-		defer close(u.retried)
-		u.v.RetryUnsent(g.cfg.Log)
-	}()
-	return u.v, nil
+	return u.FS, nil
 }
 
 // Release ends a request's use of user's file system.
@@ -277,23 +257,13 @@ func (g *Gateway) evictLocked() {
 		ch := make(chan struct{})
 		g.closing[oldest] = ch
 		go func() {
-			u.close(g.cfg.Log)
+			u.Close()
 			g.mu.Lock()
 			delete(g.closing, oldest)
 			g.mu.Unlock()
 			close(ch)
 		}()
 	}
-}
-
-func (u *userFS) close(log *slog.Logger) {
-	if err := u.v.FlushDelegs(); err != nil {
-		log.Warn("data kept back under write delegations could not all be sent; it stays in the cache", "err", err)
-	}
-	u.v.Close()
-	<-u.retried
-	u.ch.Close()
-	u.cl.Close()
 }
 
 // ACL returns the ACLs that apply on p, with user's rights there, as the
@@ -363,10 +333,10 @@ func (g *Gateway) Stats() Stats {
 	defer g.mu.Unlock()
 	s.Users = len(g.users)
 	for _, u := range g.users {
-		for k, n := range u.cl.Counts() {
+		for k, n := range u.Client().Counts() {
 			s.RPCs[k] += n
 		}
-		cs := u.ch.Stats()
+		cs := u.Cache().Stats()
 		s.Cache.Hits += cs.Hits
 		s.Cache.Misses += cs.Misses
 		s.Cache.Fetches += cs.Fetches
@@ -397,7 +367,7 @@ func (g *Gateway) Close() {
 	g.users, g.closed = nil, true
 	g.mu.Unlock()
 	for _, u := range users {
-		u.close(g.cfg.Log)
+		u.Close()
 	}
 	for {
 		g.mu.Lock()

@@ -70,7 +70,7 @@ func (g *Gateway) revoked(rev wire.Revocation) {
 	g.mu.Unlock()
 	g.cfg.Log.Info("a user served here was revoked; their cache at the gateway is removed", "user", rev.Principal)
 	go func() {
-		u.close(g.cfg.Log)
+		u.Close()
 		_ = os.RemoveAll(filepath.Join(g.cfg.Cache.Dir, "users", name))
 		g.mu.Lock()
 		delete(g.closing, name)

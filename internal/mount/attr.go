@@ -47,7 +47,8 @@ func (m *Mount) fillAttr(out *fuse.Attr, a wire.Attr, ino uint64) {
 	out.Atime, out.Atimensec = setTime(a.Atime)
 	out.Mtime, out.Mtimensec = setTime(a.Mtime)
 	out.Ctime, out.Ctimensec = setTime(a.Ctime)
-	out.Uid, out.Gid = m.ids.uid(a.Owner), m.ids.gid(a.Owner, a.Group)
+	ids := m.idmap()
+	out.Uid, out.Gid = ids.uid(a.Owner), ids.gid(a.Owner, a.Group)
 }
 
 // errno translates a vfs error into an errno for the kernel.

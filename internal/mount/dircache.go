@@ -35,12 +35,12 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.m.lent {
 		return h, 0, 0
 	}
-	if n.v().Policy(n.gpath()).Mode == vfs.Strict || n.v().Paged(dctx, n.gpath()) {
+	if n.v(dctx).Policy(n.gpath()).Mode == vfs.Strict || n.v(dctx).Paged(dctx, n.gpath()) {
 		// A large directory is listed a page at a time and not kept
 		// (pages.go): the kernel keeps no copy of it either.
 		return h, 0, 0
 	}
-	stamp, ok := n.v().ListingStamp(dctx, n.gpath())
+	stamp, ok := n.v(dctx).ListingStamp(dctx, n.gpath())
 	n.dirMu.Lock()
 	stale := n.cached && !(ok && n.listed.Equal(stamp))
 	n.dirMu.Unlock()
@@ -61,7 +61,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 // newer, and its fetch follows an invalidation that drops the kernel's
 // copy, or a window that ran out).
 func (n *node) filled(ctx context.Context) {
-	stamp, ok := n.v().ListingStamp(ctx, n.gpath())
+	stamp, ok := n.v(ctx).ListingStamp(ctx, n.gpath())
 	n.dirMu.Lock()
 	n.cached = true
 	n.listed = stamp

@@ -59,10 +59,31 @@ const maxTold = 1024
 
 var _ fuse.RawFileSystem = (*guard)(nil)
 
+// enter reports whether the caller of a request may have it served; the
+// request counts as under way on the caller's login, if any, until leave
+// is called (see logins.go).
+func (g *guard) enter(h *fuse.InHeader) (leave func(), ok bool) {
+	leave = g.hold(h)
+	return leave, g.ok(h)
+}
+
+// hold counts a request as under way on its caller's login, if any,
+// until the function it returns is called: a login is not closed under
+// a request.
+func (g *guard) hold(h *fuse.InHeader) func() {
+	if g.m == nil {
+		return func() {}
+	}
+	return g.m.hold(h.Uid)
+}
+
 // ok reports whether the caller of a request may have it served.
 func (g *guard) ok(h *fuse.InHeader) bool {
 	if _, found := slices.BinarySearch(g.admit, h.Uid); found {
 		return true
+	}
+	if g.m != nil && g.m.loggedIn(h.Uid) {
+		return true // served by its own vfs (logins.go)
 	}
 	g.refused.Add(1)
 	if g.m == nil {
@@ -99,7 +120,9 @@ func (g *guard) Forget(node, n uint64) { g.fs.Forget(node, n) }
 
 func (g *guard) Lookup(c <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	g.lookups.Add(1)
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Lookup(c, h, name, out)
@@ -109,6 +132,7 @@ func (g *guard) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut
 	g.lookups.Add(1)
 	// The root's attributes say nothing; a request through an open file
 	// (the kernel asks before reading a descriptor) is the descriptor's.
+	defer g.hold(&in.InHeader)()
 	if !root(&in.InHeader) && in.Flags()&fuse.FUSE_GETATTR_FH == 0 && !g.ok(&in.InHeader) {
 		return fuse.EACCES
 	}
@@ -117,6 +141,7 @@ func (g *guard) GetAttr(c <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut
 
 func (g *guard) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
 	g.lookups.Add(1)
+	defer g.hold(&in.InHeader)()
 	if !root(&in.InHeader) && in.GetattrFlags&fuse.FUSE_GETATTR_FH == 0 && !g.ok(&in.InHeader) {
 		return fuse.EACCES
 	}
@@ -124,6 +149,7 @@ func (g *guard) Statx(c <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) f
 }
 
 func (g *guard) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	defer g.hold(h)()
 	if !root(h) && !g.ok(h) {
 		return fuse.EACCES
 	}
@@ -131,126 +157,162 @@ func (g *guard) StatFs(c <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut)
 }
 
 func (g *guard) SetAttr(c <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.SetAttr(c, in, out)
 }
 
 func (g *guard) Access(c <-chan struct{}, in *fuse.AccessIn) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Access(c, in)
 }
 
 func (g *guard) Readlink(c <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return nil, fuse.EACCES
 	}
 	return g.fs.Readlink(c, h)
 }
 
 func (g *guard) Open(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Open(c, in, out)
 }
 
 func (g *guard) OpenDir(c <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.OpenDir(c, in, out)
 }
 
 func (g *guard) Create(c <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Create(c, in, name, out)
 }
 
 func (g *guard) Tmpfile(c <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Tmpfile(c, in, out)
 }
 
 func (g *guard) Mknod(c <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Mknod(c, in, name, out)
 }
 
 func (g *guard) Mkdir(c <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Mkdir(c, in, name, out)
 }
 
 func (g *guard) Unlink(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Unlink(c, h, name)
 }
 
 func (g *guard) Rmdir(c <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Rmdir(c, h, name)
 }
 
 func (g *guard) Rename(c <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Rename(c, in, oldName, newName)
 }
 
 func (g *guard) Link(c <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Link(c, in, name, out)
 }
 
 func (g *guard) Symlink(c <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.Symlink(c, h, target, name, out)
 }
 
 func (g *guard) GetXAttr(c <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return 0, fuse.EACCES
 	}
 	return g.fs.GetXAttr(c, h, attr, dest)
 }
 
 func (g *guard) ListXAttr(c <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return 0, fuse.EACCES
 	}
 	return g.fs.ListXAttr(c, h, dest)
 }
 
 func (g *guard) SetXAttr(c <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	if !g.ok(&in.InHeader) {
+	leave, ok := g.enter(&in.InHeader)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.SetXAttr(c, in, attr, data)
 }
 
 func (g *guard) RemoveXAttr(c <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
-	if !g.ok(h) {
+	leave, ok := g.enter(h)
+	defer leave()
+	if !ok {
 		return fuse.EACCES
 	}
 	return g.fs.RemoveXAttr(c, h, attr)

@@ -46,7 +46,9 @@ type Mount struct {
 
 	guard *guard
 	root  *node
-	ids   *IDMap
+	ids   atomic.Pointer[IDMap] // replaced whole when a login changes it
+	// logins: local users may log in (logins.go)
+	logins logins
 	// lent: other uids may reach the mount (allow_other); the kernel
 	// keeps no entries (see entryTimeout)
 	lent bool
@@ -95,6 +97,11 @@ type Options struct {
 	// default, which maps only the agent's principal. Principal, Self and
 	// SelfGroup are filled in.
 	IDMap *IDMap
+	// Logins lets each local user log in with their own credential
+	// (pando login): a uid logged in is served by its own vfs (see
+	// logins.go). The mount is then reachable by other uids, as a lent
+	// one is.
+	Logins bool
 	// NonEmpty mounts over a directory that holds files (hiding them
 	// while mounted), as fusermount's nonempty option did.
 	NonEmpty bool
@@ -122,10 +129,10 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	me := uint32(os.Geteuid())
 	admit := slices.Sorted(slices.Values(append([]uint32{me}, opts.LendTo...)))
 	admit = slices.Compact(admit)
-	lent := len(admit) > 1
+	lent := len(admit) > 1 || opts.Logins
 	if lent {
 		if why := allowOtherOK(os.Geteuid(), "/etc/fuse.conf"); why != "" {
-			return nil, errors.New(why)
+			return nil, errors.New(strings.Replace(why, "--lend-to lets", "--lend-to and --logins let", 1))
 		}
 	}
 	m := &Mount{v: v, dir: dir, log: opts.Log, files: make(map[*file]struct{}), noPassthrough: opts.NoPassthrough, lent: lent}
@@ -135,7 +142,8 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 		ids = *opts.IDMap
 	}
 	ids.Principal, ids.Self, ids.SelfGroup = v.Client().Principal(), me, uint32(os.Getegid())
-	m.ids = &ids
+	m.ids.Store(&ids)
+	m.logins.on, m.logins.base = opts.Logins, ids.Users
 	root := &node{m: m}
 	m.root = root
 	var mountOpts []string
@@ -391,6 +399,37 @@ func Mounted(dir string) bool {
 		}
 	}
 	return false
+}
+
+// Agent is a pando mount on this host, as the kernel lists it.
+type Agent struct {
+	Dir   string
+	Owner uint32 // the uid that mounted it (user_id=)
+}
+
+// Agents lists the pando mounts on this host (FUSE mounts of type
+// fuse.pando) with the uid of the process that mounted each, as the
+// kernel records it: no other local user can make it say otherwise.
+func Agents() []Agent {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil
+	}
+	var out []Agent
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "fuse.pando" {
+			continue
+		}
+		for _, o := range strings.Split(f[3], ",") {
+			if v, ok := strings.CutPrefix(o, "user_id="); ok {
+				if uid, err := strconv.ParseUint(v, 10, 32); err == nil {
+					out = append(out, Agent{Dir: unescapeMount(f[1]), Owner: uint32(uid)})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // unescapeMount undoes the octal escapes of /proc/self/mounts ("\040").

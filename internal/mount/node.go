@@ -65,7 +65,9 @@ func (n *node) gpath() string {
 	return "/" + p
 }
 
-func (n *node) v() *vfs.FS { return n.m.v }
+// v is the vfs that serves the caller of the request in ctx (see
+// logins.go): the caller's own on a mount with logins, else the mount's.
+func (n *node) v(ctx context.Context) *vfs.FS { return n.m.vfsFor(ctx) }
 
 // asCaller has what ctx makes in directory n belong to the local caller
 // of the request (see IDMap.creator), and reports whether n is setgid.
@@ -74,11 +76,11 @@ func (n *node) asCaller(ctx context.Context) (context.Context, bool) {
 	if !ok {
 		return ctx, false
 	}
-	dir, err := n.v().GetAttr(ctx, n.gpath())
+	dir, err := n.v(ctx).GetAttr(ctx, n.gpath())
 	if err != nil {
 		dir = wire.Attr{}
 	}
-	return vfs.WithCreator(ctx, n.m.ids.creator(c.Uid, c.Gid, dir)), dir.Mode&syscall.S_ISGID != 0
+	return vfs.WithCreator(ctx, n.m.idmap().creator(c.Uid, c.Gid, dir)), dir.Mode&syscall.S_ISGID != 0
 }
 
 // entry fills out for a child and returns its inode.
@@ -88,7 +90,7 @@ func (n *node) entry(ctx context.Context, p string, a wire.Attr, out *fuse.Entry
 	ino := n.m.ino(ctx, p, a)
 	n.m.fillAttr(&out.Attr, a, ino)
 	out.SetEntryTimeout(n.m.entryTimeout(p))
-	out.SetAttrTimeout(n.v().KernelTimeout(p))
+	out.SetAttrTimeout(n.v(ctx).KernelTimeout(p))
 	child := &node{m: n.m}
 	return n.NewInode(ctx, child, fs.StableAttr{Mode: a.Mode & syscall.S_IFMT, Ino: ino})
 }
@@ -104,7 +106,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		n.looked.Store(true)
 	}
 	p := path.Join(n.gpath(), name)
-	a, err := n.v().GetAttr(ctx, p)
+	a, err := n.v(ctx).GetAttr(ctx, p)
 	if err != nil {
 		if e := errno(err); e == syscall.ENOENT {
 			out.SetEntryTimeout(n.m.entryTimeout(p))
@@ -125,7 +127,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if fh := asFile(f); fh != nil {
 		a, err = fh.h.Getattr(ctx)
 	} else {
-		if a, err = n.v().GetAttr(ctx, p); err == nil {
+		if a, err = n.v(ctx).GetAttr(ctx, p); err == nil {
 			a = n.m.openAttr(ctx, p, a)
 		}
 	}
@@ -133,7 +135,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		return n.m.fail("getattr", p, err)
 	}
 	n.m.fillAttr(&out.Attr, a, n.StableAttr().Ino)
-	out.SetTimeout(n.v().KernelTimeout(p))
+	out.SetTimeout(n.v(ctx).KernelTimeout(p))
 	return 0
 }
 
@@ -161,7 +163,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if fh := asFile(f); fh != nil {
 			a, err = fh.h.Truncate(ctx, int64(sz))
 		} else {
-			a, err = n.v().SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: int64(sz)})
+			a, err = n.v(ctx).SetAttr(ctx, p, wire.SetAttrReq{Valid: wire.SetSize, Size: int64(sz)})
 		}
 		if err != nil {
 			return n.m.fail("truncate", p, err)
@@ -171,11 +173,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	// (default_permissions), the share checks the principal's.
 	if uid, ok := in.GetUID(); ok {
 		r.Valid |= wire.SetOwner
-		r.Owner = n.m.ids.owner(uid)
+		r.Owner = n.m.idmap().owner(uid)
 	}
 	if gid, ok := in.GetGID(); ok {
 		r.Valid |= wire.SetGroup
-		r.Group = n.m.ids.group(gid)
+		r.Group = n.m.idmap().group(gid)
 	}
 	if r.Valid != 0 {
 		// Data written through open descriptors and not sent yet goes
@@ -185,7 +187,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if err := n.m.flushOpen(ctx, n); err != nil {
 			return n.m.fail("setattr", p, err)
 		}
-		if a, err = n.v().SetAttr(ctx, p, r); err != nil {
+		if a, err = n.v(ctx).SetAttr(ctx, p, r); err != nil {
 			return n.m.fail("setattr", p, err)
 		}
 	}
@@ -193,7 +195,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return n.Getattr(ctx, f, out)
 	}
 	n.m.fillAttr(&out.Attr, a, n.StableAttr().Ino)
-	out.SetTimeout(n.v().KernelTimeout(p))
+	out.SetTimeout(n.v(ctx).KernelTimeout(p))
 	return 0
 }
 
@@ -202,13 +204,13 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	if n.v().Paged(ctx, p) {
+	if n.v(ctx).Paged(ctx, p) {
 		d := n.pagedDir(ctx, p)
 		if d.fill(); d.err == 0 {
 			return d, 0
 		} // else as any other: the listing this agent knows, if the share is down
 	}
-	entries, err := n.v().ReadDir(ctx, p)
+	entries, err := n.v(ctx).ReadDir(ctx, p)
 	if err != nil {
 		return nil, n.m.fail("readdir", p, err)
 	}
@@ -226,7 +228,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	h, err := n.v().Open(ctx, p, flags)
+	h, err := n.v(ctx).Open(ctx, p, flags)
 	if err != nil {
 		return nil, 0, n.m.fail("open", p, err)
 	}
@@ -253,7 +255,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	defer done()
 	p := path.Join(n.gpath(), name)
 	ctx, _ = n.asCaller(ctx)
-	h, a, err := n.v().Create(ctx, p, flags, mode)
+	h, a, err := n.v(ctx).Create(ctx, p, flags, mode)
 	if err != nil {
 		return nil, nil, 0, n.m.fail("create", p, err)
 	}
@@ -272,7 +274,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if sgid {
 		mode |= syscall.S_ISGID // a directory made in a setgid one is setgid, as Linux has it
 	}
-	a, err := n.v().Mkdir(ctx, p, mode)
+	a, err := n.v(ctx).Mkdir(ctx, p, mode)
 	if err != nil {
 		return nil, n.m.fail("mkdir", p, err)
 	}
@@ -284,7 +286,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx, done := detach(ctx)
 	defer done()
 	p := path.Join(n.gpath(), name)
-	return n.m.fail("unlink", p, n.v().Unlink(ctx, p))
+	return n.m.fail("unlink", p, n.v(ctx).Unlink(ctx, p))
 }
 
 // Rmdir removes a directory.
@@ -292,7 +294,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx, done := detach(ctx)
 	defer done()
 	p := path.Join(n.gpath(), name)
-	return n.m.fail("rmdir", p, n.v().Rmdir(ctx, p))
+	return n.m.fail("rmdir", p, n.v(ctx).Rmdir(ctx, p))
 }
 
 // Rename moves a child to another directory of the same mount.
@@ -304,7 +306,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	oldp := path.Join(n.gpath(), name)
 	newp := path.Join("/"+newParent.EmbeddedInode().Path(nil), newName)
-	return n.m.fail("rename", oldp, n.v().Rename(ctx, oldp, newp, flags&unix.RENAME_NOREPLACE != 0))
+	return n.m.fail("rename", oldp, n.v(ctx).Rename(ctx, oldp, newp, flags&unix.RENAME_NOREPLACE != 0))
 }
 
 // Mknod creates a FIFO, a socket, a device or an empty regular file.
@@ -316,7 +318,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	defer done()
 	p := path.Join(n.gpath(), name)
 	ctx, _ = n.asCaller(ctx)
-	a, err := n.v().Mknod(ctx, p, mode, dev)
+	a, err := n.v(ctx).Mknod(ctx, p, mode, dev)
 	if err != nil {
 		return nil, n.m.fail("mknod", p, err)
 	}
@@ -329,7 +331,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	defer done()
 	p := path.Join(n.gpath(), name)
 	ctx, _ = n.asCaller(ctx)
-	a, err := n.v().Symlink(ctx, target, p)
+	a, err := n.v(ctx).Symlink(ctx, target, p)
 	if err != nil {
 		return nil, n.m.fail("symlink", p, err)
 	}
@@ -341,7 +343,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	t, err := n.v().Readlink(ctx, p)
+	t, err := n.v(ctx).Readlink(ctx, p)
 	if err != nil {
 		return nil, n.m.fail("readlink", p, err)
 	}
@@ -354,7 +356,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	defer done()
 	oldp := "/" + target.EmbeddedInode().Path(nil)
 	p := path.Join(n.gpath(), name)
-	a, err := n.v().Link(ctx, oldp, p)
+	a, err := n.v(ctx).Link(ctx, oldp, p)
 	if err != nil {
 		return nil, n.m.fail("link", p, err)
 	}
@@ -366,7 +368,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	ctx, done := detach(ctx)
 	defer done()
-	st, err := n.v().StatFS(ctx, n.gpath())
+	st, err := n.v(ctx).StatFS(ctx, n.gpath())
 	if err != nil {
 		// Namespace directories hold no data: report an empty file system.
 		out.Bsize, out.NameLen = 4096, 255

@@ -38,7 +38,7 @@ func (d *pagedDir) fill() {
 		if len(d.page) > 0 {
 			after = d.page[len(d.page)-1].Name
 		}
-		page, more, err := d.n.v().ReadDirPage(d.ctx, d.p, after)
+		page, more, err := d.n.v(d.ctx).ReadDirPage(d.ctx, d.p, after)
 		if err != nil {
 			d.err = d.n.m.fail("readdir", d.p, err)
 			return

@@ -21,7 +21,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	val, err := n.v().GetXattr(ctx, p, attr)
+	val, err := n.v(ctx).GetXattr(ctx, p, attr)
 	if err != nil {
 		return 0, n.m.fail("getxattr", p, err)
 	}
@@ -37,7 +37,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	names, err := n.v().ListXattr(ctx, p)
+	names, err := n.v(ctx).ListXattr(ctx, p)
 	if err != nil {
 		return 0, n.m.fail("listxattr", p, err)
 	}
@@ -59,7 +59,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if wire.CheckXattrFlags(flags) != nil { // the protocol's values are Linux's
 		return syscall.EINVAL
 	}
-	return n.m.fail("setxattr", p, n.v().SetXattr(ctx, p, attr, data, flags))
+	return n.m.fail("setxattr", p, n.v(ctx).SetXattr(ctx, p, attr, data, flags))
 }
 
 // Removexattr removes attr.
@@ -67,5 +67,5 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	return n.m.fail("removexattr", p, n.v().RemoveXattr(ctx, p, attr))
+	return n.m.fail("removexattr", p, n.v(ctx).RemoveXattr(ctx, p, attr))
 }

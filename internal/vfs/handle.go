@@ -566,3 +566,6 @@ func (h *Handle) Release(ctx context.Context) error {
 	h.v.cache.Unpin(h.key)
 	return err
 }
+
+// FS is the vfs the handle was opened on.
+func (h *Handle) FS() *FS { return h.v }

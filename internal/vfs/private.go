@@ -1,0 +1,67 @@
+package vfs
+
+import (
+	"log/slog"
+
+	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/config"
+)
+
+// Private is a vfs with a client and a cache of its own, for one person
+// an edge serves besides others: a gateway's user, or a local user
+// logged in on a mount (pando login). Nothing one fetched is served to
+// another without their own rights being checked.
+type Private struct {
+	*FS
+	cl  *client.Client
+	ch  *cache.Cache
+	log *slog.Logger
+	// retried is closed when the retry of unsent data has stopped.
+	retried chan struct{}
+}
+
+// OpenPrivate opens a client with cfg and copts, a cache with cacheOpts
+// (its own directory) and a vfs over them with vopts, and retries the
+// data the cache holds unsent, as a mount's does.
+func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vopts Options, log *slog.Logger) (*Private, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cacheOpts.Log = log
+	if vopts.Log == nil {
+		vopts.Log = log
+	}
+	cl, err := client.New(cfg, copts)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := cache.Open(cacheOpts)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	p := &Private{FS: New(cl, ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
+	// Data a write could not send (its share away) is sent when it can
+	// be, or kept beside a file changed meanwhile.
+	go func() {
+		defer close(p.retried)
+		p.FS.RetryUnsent(log)
+	}()
+	return p, nil
+}
+
+// Cache is the private cache.
+func (p *Private) Cache() *cache.Cache { return p.ch }
+
+// Close sends what write delegations keep back and closes the vfs, its
+// cache and its client.
+func (p *Private) Close() {
+	if err := p.FS.FlushDelegs(); err != nil {
+		p.log.Warn("data kept back under write delegations could not all be sent; it stays in the cache", "err", err)
+	}
+	p.FS.Close()
+	<-p.retried
+	p.ch.Close()
+	p.cl.Close()
+}
