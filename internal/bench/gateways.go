@@ -101,7 +101,7 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	doors, err := startGateways(ctx, e)
+	doors, caFile, err := startGateways(ctx, e)
 	if err != nil {
 		return nil, err
 	}
@@ -114,23 +114,51 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The warm read is the third, as for the gateways: the second is
+	// served by the agent and leaves the cache's data file ready, and the
+	// third is read by the kernel from it (FUSE passthrough).
+	if _, _, err := timeRead(a.Path("/bench/data/big")); err != nil {
+		return nil, err
+	}
+	c0, err := procCPU(0)
+	if err != nil {
+		return nil, err
+	}
 	mw, _, err := timeRead(a.Path("/bench/data/big"))
 	if err != nil {
 		return nil, err
 	}
+	c1, err := procCPU(0)
+	if err != nil {
+		return nil, err
+	}
 	mountWarm := mbps(size, mw)
+	gib := float64(size) / (1 << 30)
 	row("mount", "cold read "+sizeName(size), mbps(size, mc), "MB/s", "", 0)
-	row("mount", "warm read "+sizeName(size), mountWarm, "MB/s", "", 0)
+	row("mount", "warm read "+sizeName(size)+" (passthrough)", mountWarm, "MB/s", "", 0)
+	lowRow := func(c, m string, v float64, unit, ref string, rv float64) {
+		rows = append(rows, Row{Scenario: "gateways", Case: c, Metric: m, Value: v, Unit: unit, Ref: ref, RefValue: rv})
+	}
+	lowRow("mount", "warm read, reader CPU", (c1-c0).Seconds()/gib, "CPU-s/GiB", "", 0)
 
-	// rclone serve over the mount's directory, as a reference per protocol.
+	// rclone serve over the mount's directory, as a reference per door:
+	// HTTP and WebDAV, over TLS with the gateway's certificate and in
+	// clear (Debian 12's rclone 1.60 has no serve s3 or serve nfs).
 	rclone := map[string]*gwClient{}
+	rclonePID := map[string]int{}
 	if _, err := exec.LookPath("rclone"); err == nil {
-		for _, proto := range []string{"http", "webdav"} {
+		keyFile := filepath.Join(filepath.Dir(caFile), "gateway.key")
+		for _, door := range []string{"http", "webdav", "http clear", "webdav clear"} {
 			addr, err := freeAddr()
 			if err != nil {
 				return nil, err
 			}
-			cmd := exec.Command("rclone", "serve", proto, "--addr", addr, a.Path("/bench/data"))
+			proto, clear := strings.Fields(door)[0], strings.HasSuffix(door, "clear")
+			args := []string{"serve", proto, "--addr", addr}
+			if !clear {
+				args = append(args, "--cert", caFile, "--key", keyFile)
+			}
+			cmd := exec.Command("rclone", append(args, a.Path("/bench/data"))...)
 			if err := cmd.Start(); err != nil {
 				return nil, err
 			}
@@ -141,7 +169,11 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 					break
 				}
 			}
-			rclone[proto] = &gwClient{hc: &http.Client{}, base: "http://" + addr, description: "rclone serve " + proto}
+			rclonePID[door] = cmd.Process.Pid
+			rclone[door] = &gwClient{hc: &http.Client{}, base: "http://" + addr, description: "rclone serve " + door}
+			if !clear {
+				rclone[door].hc, rclone[door].base = doors[0].hc, "https://"+addr
+			}
 		}
 	}
 	for _, d := range doors {
@@ -156,23 +188,27 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 		if _, err := d.timeGet("big", size); err != nil {
 			return nil, err
 		}
-		warm, err := d.timeGet("big", size)
+		wr, err := d.curlGet("big", size, caFile, 0)
 		if err != nil {
 			return nil, err
 		}
+		warm := wr.mbps
 		row(d.description, "cold read "+sizeName(size), cold, "MB/s", "mount, cold", mbps(size, mc))
-		row(d.description, "warm read "+sizeName(size), warm, "MB/s", "mount, warm", mountWarm)
-		proto := strings.Fields(d.description)[0]
-		if rc := rclone[proto]; rc != nil && !d.s3 && strings.HasPrefix(d.base, "http:") {
+		row(d.description, "warm read "+sizeName(size), warm, "MB/s", "mount, warm (passthrough)", mountWarm)
+		if rc := rclone[d.description]; rc != nil {
 			if _, err := rc.timeGet("big", size); err != nil { // warms the mount's side
 				return nil, err
 			}
-			rw, err := rc.timeGet("big", size)
+			rw, err := rc.curlGet("big", size, caFile, rclonePID[d.description])
 			if err != nil {
 				return nil, err
 			}
-			row(d.description, "warm read "+sizeName(size), warm, "MB/s", "rclone serve "+proto+" (clear), warm", rw)
+			row(d.description, "warm read "+sizeName(size), warm, "MB/s", rc.description+", warm", rw.mbps)
+			lowRow(d.description, "warm read, server CPU", wr.serverCPU, "CPU-s/GiB", rc.description, rw.serverCPU)
+		} else {
+			lowRow(d.description, "warm read, server CPU", wr.serverCPU, "CPU-s/GiB", "", 0)
 		}
+		lowRow(d.description, "warm read, curl CPU", wr.clientCPU, "CPU-s/GiB", "", 0)
 		// Small files.
 		body := bytes.Repeat([]byte("x"), 4096)
 		dir := "/small-" + strings.ReplaceAll(d.description, " ", "-")
@@ -206,30 +242,30 @@ func runGateways(ctx context.Context, o Options) ([]Row, error) {
 
 // startGateways starts a gateway for the administrator with HTTP (TLS and
 // clear), WebDAV and S3 front ends, and returns a client of each.
-func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
+func startGateways(ctx context.Context, e *Env) ([]*gwClient, string, error) {
 	creds, err := gatewayCreds(ctx, e, "bench-gw")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	pwFile, keyFile := filepath.Join(e.Dir, "passwd"), filepath.Join(e.Dir, "s3keys")
 	if err := gateway.SetPassword(pwFile, "admin", "bench-password"); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	pw, err := gateway.OpenPasswords(pwFile)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	access, secret, err := gateway.NewS3Key(keyFile, "admin")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	keys, err := gateway.OpenS3Keys(keyFile)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	dir := filepath.Join(e.Dir, "gateway")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// Each door has a gateway of its own, so that each cold read is cold.
 	newGateway := func(name string) (*gateway.Gateway, error) {
@@ -241,11 +277,11 @@ func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
 	}
 	cert, certFile, err := gateway.ServingCert("", "", dir, []string{"127.0.0.1"})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	pem, err := os.ReadFile(certFile)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
@@ -265,11 +301,11 @@ func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
 	}{{"http", false, true}, {"webdav", true, true}, {"http clear", false, false}, {"webdav clear", true, false}} {
 		ln, err := listen()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		g, err := newGateway(strings.ReplaceAll(d.name, " ", "-"))
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		authn := g.NewAuthenticator(pw)
 		c := &gwClient{hc: tlsClient, base: "https://" + ln.Addr().String(), user: "admin", pass: "bench-password", bucketPath: "/bench/data", description: d.name}
@@ -283,17 +319,17 @@ func startGateways(ctx context.Context, e *Env) ([]*gwClient, error) {
 	}
 	ln, err := listen()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	g, err := newGateway("s3")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := g.StartS3(ln, &cert, keys, ""); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out = append(out, &gwClient{hc: tlsClient, base: "https://" + ln.Addr().String(), s3: true, user: access, pass: secret, bucketPath: "/data", description: "s3"})
-	return out, nil
+	return out, certFile, nil
 }
 
 // gatewayCreds makes the credentials of a gateway name.

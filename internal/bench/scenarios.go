@@ -71,7 +71,7 @@ func Scenarios() []Scenario {
 		{"faults", "a share frozen (SIGSTOP) per consistency mode: time to the first answered read, cached and not, and to fresh data once it answers again; operations failed while the controller is stopped", runFaults},
 		{"controllers", "token requests and ACL reads per second with 1, 2 and 3 controllers on etcd beside one on bbolt; time from losing a controller or the etcd leader to the next answered request", runControllers},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
-		{"gateways", "a large file read cold and warm and 10,000 x 4 KiB files written through the HTTP, WebDAV, S3, NFS and SMB gateways, beside the mount and rclone serve over the mount", runGateways},
+		{"gateways", "a large file read cold and warm and 10,000 x 4 KiB files written through the HTTP, WebDAV, S3, NFS and SMB gateways, beside the mount (passthrough) and rclone serve over the mount (TLS and clear); warm reads by curl, with CPU-s/GiB of the server and of curl", runGateways},
 		{"bigdir", "ls -f and ls -l of 10,000, 100,000 and 1,000,000 entries through the mount beside the share's local directory; agent and share RSS after each", runBigdir},
 	}
 }

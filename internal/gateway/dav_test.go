@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,17 +213,7 @@ func TestWebDAVGridLock(t *testing.T) {
 func TestWebDAVCadaver(t *testing.T) {
 	needTool(t, "cadaver")
 	e := newEnv(t, true)
-	pw, err := OpenPasswords(filepath.Join(e.dir, "passwd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go e.g.Serve(ln, nil, e.g.NewAuthenticator(pw), true)
-	url := "http://" + ln.Addr().String()
+	url := e.serveClear(t, true)
 	local := filepath.Join(e.dir, "local.txt")
 	os.WriteFile(local, []byte("through cadaver\n"), 0o644)
 	run := func(user, script string) string {

@@ -90,6 +90,30 @@ func newEnv(t *testing.T, dav bool) *env {
 	return e
 }
 
+// listen listens on a free port of 127.0.0.1 until the test ends.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// serveClear starts a clear-text front end of the gateway (as --insecure
+// serves on loopback), and returns its http://127.0.0.1:PORT.
+func (e *env) serveClear(t *testing.T, dav bool) string {
+	t.Helper()
+	pw, err := OpenPasswords(filepath.Join(e.dir, "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := listen(t)
+	go e.g.Serve(ln, nil, e.g.NewAuthenticator(pw), dav)
+	return "http://" + ln.Addr().String()
+}
+
 // startS3 starts the gateway's S3 front end, with a key for each user.
 func (e *env) startS3(t *testing.T) {
 	t.Helper()
@@ -106,11 +130,7 @@ func (e *env) startS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := listen(t)
 	if err := e.g.StartS3(ln, &e.cert, keys, "s3.localhost"); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func (q *s3Req) get() error {
 	}
 	q.w.Header().Set("ETag", q.etag(p, a))
 	q.w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(q.w, q.r, path.Base(p), time.Unix(0, a.Mtime), f)
+	http.ServeContent(q.w, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
 	return nil
 }
 
