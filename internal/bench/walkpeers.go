@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/wan"
 )
 
@@ -166,7 +167,7 @@ func startFUSE(mnt string, argv ...string) (*fuseClient, error) {
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(f.exited) }()
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		if mountedAt(mnt) {
+		if mount.Mounted(mnt) {
 			return f, nil
 		}
 		select {
@@ -191,21 +192,6 @@ func (f *fuseClient) stop() {
 		_ = f.cmd.Process.Kill()
 		<-f.exited
 	}
-}
-
-// mountedAt reports whether dir is a mount point (from mountinfo, without
-// touching dir).
-func mountedAt(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
 }
 
 // walkPeers walks tree (already built at dir on local disk) through sshfs

@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,122 +288,6 @@ func (c *Cache) Close() error {
 		err = syncDir(c.opts.Dir)
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// flusher writes changed index records every 200 ms.
-func (c *Cache) flusher() {
-	defer close(c.flushDone)
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.flushQuit:
-			return
-		case <-t.C:
-			c.flushMu.Lock()
-			err := c.flushIndex()
-			c.flushMu.Unlock()
-			if err != nil {
-				c.log.Warn("cannot write the cache index", "err", err)
-			}
-		}
-	}
-}
-
-func (c *Cache) flushIndex() error {
-	c.idxMu.Lock()
-	keys := c.dirtyIdx
-	c.dirtyIdx = make(map[string]bool)
-	meta := c.metaIdx
-	c.metaIdx = make(map[string]map[string][]byte)
-	c.idxMu.Unlock()
-	if err := c.withRoom(0, func() error { return c.flushMeta(meta) }); err != nil {
-		c.unflushed(keys, meta)
-		return err
-	}
-	c.mu.Lock()
-	var puts []kv
-	for k := range keys {
-		e := c.entries[k]
-		if e == nil {
-			puts = append(puts, kv{k, nil})
-			continue
-		}
-		e.mu.Lock()
-		b, err := cbor.Marshal(&e.rec)
-		e.mu.Unlock()
-		if err != nil {
-			c.mu.Unlock()
-			return err
-		}
-		puts = append(puts, kv{k, b})
-	}
-	c.mu.Unlock()
-	if len(puts) == 0 {
-		return nil
-	}
-	slices.SortFunc(puts, func(a, b kv) int { return strings.Compare(a.k, b.k) }) // see flushMeta
-	err := c.withRoom(0, func() error { return c.writeIndex(puts) })
-	if err != nil {
-		c.unflushed(keys, nil)
-	}
-	return err
-}
-
-// unflushed hands back index records and metadata that a flush could not
-// write, for the next one to try again (newer metadata is kept).
-func (c *Cache) unflushed(keys map[string]bool, meta map[string]map[string][]byte) {
-	c.idxMu.Lock()
-	defer c.idxMu.Unlock()
-	for k := range keys {
-		c.dirtyIdx[k] = true
-	}
-	for bucket, kv := range meta {
-		m := c.metaIdx[bucket]
-		if m == nil {
-			m = make(map[string][]byte)
-			c.metaIdx[bucket] = m
-		}
-		for k, v := range kv {
-			if _, newer := m[k]; !newer {
-				m[k] = v
-			}
-		}
-	}
-}
-
-// writeIndex writes index records (nil: deletes them).
-func (c *Cache) writeIndex(puts []kv) error {
-	return c.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIndex)
-		for _, p := range puts {
-			var err error
-			if p.v == nil {
-				err = b.Delete([]byte(p.k))
-			} else {
-				err = b.Put([]byte(p.k), p.v)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// kv is an index record to write.
-type kv struct {
-	k string
-	v []byte
 }
 
 // touch marks an entry's index record as changed.

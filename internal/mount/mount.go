@@ -389,16 +389,30 @@ func mountable(dir string, nonEmpty bool) error {
 
 // Mounted reports whether dir is a mount point now (per /proc/self/mounts).
 func Mounted(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && unescapeMount(f[1]) == dir {
+	for _, m := range mountTable() {
+		if m.dir == dir {
 			return true
 		}
 	}
 	return false
+}
+
+// mounted is a line of the kernel's mount table.
+type mounted struct{ dir, fstype, opts string }
+
+// mountTable reads the kernel's mount table (/proc/self/mounts).
+func mountTable() []mounted {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil
+	}
+	var out []mounted
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 3 {
+			out = append(out, mounted{dir: unescapeMount(f[1]), fstype: f[2], opts: f[3]})
+		}
+	}
+	return out
 }
 
 // Agent is a pando mount on this host, as the kernel lists it.
@@ -411,20 +425,15 @@ type Agent struct {
 // fuse.pando) with the uid of the process that mounted each, as the
 // kernel records it: no other local user can make it say otherwise.
 func Agents() []Agent {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return nil
-	}
 	var out []Agent
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 || f[2] != "fuse.pando" {
+	for _, m := range mountTable() {
+		if m.fstype != "fuse.pando" {
 			continue
 		}
-		for _, o := range strings.Split(f[3], ",") {
+		for _, o := range strings.Split(m.opts, ",") {
 			if v, ok := strings.CutPrefix(o, "user_id="); ok {
 				if uid, err := strconv.ParseUint(v, 10, 32); err == nil {
-					out = append(out, Agent{Dir: unescapeMount(f[1]), Owner: uint32(uid)})
+					out = append(out, Agent{Dir: m.dir, Owner: uint32(uid)})
 				}
 			}
 		}
