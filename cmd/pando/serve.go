@@ -24,7 +24,7 @@ import (
 type gatewayFlags struct {
 	listen, cacheDir, cacheSize, memory, consistency, write string
 	passwords, tlsCert, tlsKey                              string
-	s3Keys, hostSuffix, metrics                             string
+	s3Keys, hostSuffix, buckets, metrics                    string
 	insecure                                                bool
 	exports, allow                                          []string // NFS
 }
@@ -37,6 +37,7 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string, proto string) {
 	} else if s3 {
 		cmd.Flags().StringVar(&f.s3Keys, "keys", "", "an S3 access key file (pando serve s3-key) instead of the keys the controller keeps (pando user s3-key)")
 		cmd.Flags().StringVar(&f.hostSuffix, "host-suffix", "", "also take virtual-host-style requests: the bucket named in the host name BUCKET.SUFFIX")
+		cmd.Flags().StringVar(&f.buckets, "buckets", "", "the global path of a folder whose folders are the buckets, made and removed over S3 by users with the rights to (default: the names below the domain, its mounts)")
 	} else {
 		cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) instead of the passwords the controller keeps (pando user passwd), for HTTP Basic authentication over TLS")
 	}
@@ -145,7 +146,7 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string)
 		scheme, cert = "https", &certp.cert
 	}
 	if proto == "s3" {
-		if err := gw.StartS3(ln, cert, keys, f.hostSuffix); err != nil {
+		if err := gw.StartS3(ln, cert, gateway.S3Options{Keys: keys, HostSuffix: f.hostSuffix, Buckets: f.buckets}); err != nil {
 			ln.Close()
 			gw.Close()
 			return nil, nil, "", err
@@ -249,7 +250,17 @@ type tlsCertRef struct {
 // PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
 // use and keeps in state/gateway.json. It returns a function that stops
 // them.
-func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys, smbPasswords string, nfsExports, nfsAllow []string) (func(), error) {
+// upServe is what pando up's flags say of its gateways.
+type upServe struct {
+	specs                        []string // PROTO=ADDR
+	passwords, s3Keys, s3Buckets string
+	smbPasswords                 string
+	nfsExports, nfsAllow         []string
+	consistency                  string // the mount's, which the gateways keep too
+}
+
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, o upServe) (func(), error) {
+	specs := o.specs
 	var stops []func()
 	stop := func() {
 		for _, s := range stops {
@@ -281,9 +292,10 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav, s3, nfs or smb, e.g. --serve webdav=127.0.0.1:8444", spec)
 		}
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
-			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
+			consistency: o.consistency, write: "close", passwords: o.passwords, s3Keys: o.s3Keys, buckets: o.s3Buckets,
+			exports: o.nfsExports, allow: o.nfsAllow}
 		if proto == "smb" {
-			f.passwords = smbPasswords
+			f.passwords = o.smbPasswords
 			sf := smbFlags{gatewayFlags: f}
 			gw, smb, err := sf.start(g, creds)
 			if err != nil {

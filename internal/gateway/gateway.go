@@ -156,18 +156,29 @@ func (g *Gateway) TLSConfig(cert tls.Certificate) *tls.Config {
 	}
 }
 
+// S3Options configures the S3 front end of a gateway.
+type S3Options struct {
+	// Keys are the access keys; nil: the keys the controller keeps
+	// (pando user s3-key).
+	Keys *S3Keys
+	// HostSuffix, if set, makes <bucket>.<HostSuffix> virtual-host-style
+	// names.
+	HostSuffix string
+	// Buckets is the global path of the folder whose directories are the
+	// buckets, made and removed over S3; "": the names below the domain.
+	Buckets string
+}
+
 // StartS3 serves the namespace's buckets over S3 on ln (TLS with cert,
-// or clear text if cert is nil) to the users of keys, until ln is
-// closed; hostSuffix, if set, makes <bucket>.<hostSuffix>
-// virtual-host-style names.
-// keys nil: the keys the controller keeps (pando user s3-key).
-func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, hostSuffix string) error {
-	var ks web.S3Keys = keys
-	if keys == nil {
+// or clear text if cert is nil), until ln is closed.
+func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, o S3Options) error {
+	var ks web.S3Keys = o.Keys
+	if o.Keys == nil {
 		g.ctlKeys.g = g
 		ks = &g.ctlKeys
 	}
-	srv, err := web.NewS3(g, ks, g.Domain(), hostSuffix, filepath.Join(g.cfg.Cache.Dir, "s3-spool"), &g.Counters, g.cfg.Log)
+	srv, err := web.NewS3(g, ks, web.S3Options{Domain: g.Domain(), HostSuffix: o.HostSuffix, Buckets: o.Buckets,
+		Spool: filepath.Join(g.cfg.Cache.Dir, "s3-spool")}, &g.Counters, g.cfg.Log)
 	if err != nil {
 		return err
 	}
