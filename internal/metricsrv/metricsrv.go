@@ -12,6 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Descriptors that the agent and a gateway both export, with the same
+// meaning: one declaration, so that a dashboard reads either alike.
+var (
+	RPCs        = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
+	CacheMisses = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
+)
+
 // Handler serves what c collects, in the Prometheus text format.
 func Handler(c prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
