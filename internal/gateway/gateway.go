@@ -166,6 +166,8 @@ func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, 
 	if keys == nil {
 		g.ctlKeys.g = g
 		ks = &g.ctlKeys
+	} else {
+		keys.file.tell(g.cfg.Log)
 	}
 	srv, err := web.NewS3(g, ks, g.Domain(), hostSuffix, filepath.Join(g.cfg.Cache.Dir, "s3-spool"), &g.Counters, g.cfg.Log)
 	if err != nil {
