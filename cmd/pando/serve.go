@@ -259,21 +259,10 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	if len(specs) == 0 {
 		return stop, nil
 	}
-	bundle := filepath.Join(state, "gateway.json")
-	creds, err := config.Load(bundle)
+	creds, err := gateway.Credentials(cmd.Context(), cl, admin, filepath.Join(state, "gateway.json"), "gateway")
 	if err != nil {
-		resp, err := cl.GatewayAdd(cmd.Context(), "gateway")
-		if err != nil {
-			return stop, fmt.Errorf("making the gateway's credentials (kept in %s, which is missing): %w", bundle, err)
-		}
-		creds = &config.Config{Domain: admin.Domain, Controller: admin.Controller, Controllers: admin.Controllers, User: "gateway",
-			CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
-		if err := creds.Save(bundle); err != nil {
-			return stop, err
-		}
+		return stop, err
 	}
-	// The controller may listen elsewhere than when they were made.
-	creds.Controller, creds.Controllers = admin.Controller, admin.Controllers
 	for _, spec := range specs {
 		proto, addr, ok := strings.Cut(spec, "=")
 		if !ok || (proto != "http" && proto != "webdav" && proto != "s3" && proto != "nfs" && proto != "smb") || addr == "" {
