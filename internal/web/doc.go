@@ -1,0 +1,12 @@
+// Package web is a gateway's HTTP front ends: Server serves plain HTTP(S)
+// (GET with ranges, HEAD, conditional requests, listings and a web page,
+// PUT, DELETE) and, if asked, WebDAV class 1 and 2 on the same URLs; S3
+// serves the names below the domain as buckets, to requests signed with
+// SigV4. The URL path is the global path.
+//
+// It is an edge: it imports only the vfs and wire. Every request is made
+// on the vfs of the user who sent it (Users), after an Authenticator or,
+// for S3, S3Keys names that user, so the user's own rights decide. A GET of a file the cache
+// holds whole is sent straight from the cache's data file (with sendfile
+// in clear text); anything else is read through the vfs (File).
+package web
