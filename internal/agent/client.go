@@ -87,11 +87,11 @@ func findLogin(abs string, agents []mount.Agent, mounted func(string) bool, dirs
 		known = true
 		for _, d := range dirs(m.Owner) {
 			s := LoginSocket(d, m.Dir)
-			if uid, ok := SocketServer(s); ok && uid == m.Owner {
+			if uid, ok := socketServer(s); ok && uid == m.Owner {
 				socks = append(socks, found{s, m.Owner})
 				break
 			} else if ok {
-				impostor = NotTheAgent(s, m.Owner)
+				impostor = notTheAgent(s, m.Owner)
 			}
 		}
 	}
@@ -203,23 +203,18 @@ func (c *Client) call(ctx context.Context, method, path string, body io.Reader, 
 
 // SocketClient is an HTTP client of the agent's socket sock.
 func SocketClient(sock string, timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}
+	return unixHTTP(sock, timeout, nil)
 }
 
-// NotTheAgent is the refusal to use a login socket that a process of
+// notTheAgent is the refusal to use a login socket that a process of
 // another uid than the mount's owner serves.
-func NotTheAgent(sock string, owner uint32) error {
+func notTheAgent(sock string, owner uint32) error {
 	return fmt.Errorf("%s is not served by the mount's agent (uid %d): refusing to send it a credential", sock, owner)
 }
 
-// SocketServer reports the uid of the process serving the Unix socket
+// socketServer reports the uid of the process serving the Unix socket
 // sock, if one answers.
-func SocketServer(sock string) (uint32, bool) {
+func socketServer(sock string) (uint32, bool) {
 	c, err := net.DialTimeout("unix", sock, 2*time.Second)
 	if err != nil {
 		return 0, false
@@ -231,19 +226,25 @@ func SocketServer(sock string) (uint32, bool) {
 // loginHTTP is an HTTP client of the login socket sock that talks only
 // to a process of uid owner (the uid that mounted the file system, as the
 // kernel names it): a credential is sent to the mount's agent, never to a
-// socket another local user put where the agent's would be. The server's
-// uid comes from SO_PEERCRED at each connection.
+// socket another local user put where the agent's would be.
 func loginHTTP(sock string, owner uint32, timeout time.Duration) *http.Client {
+	return unixHTTP(sock, timeout, &owner)
+}
+
+// unixHTTP is an HTTP client of the Unix socket sock; if owner is not
+// nil, each connection is dropped before a byte is sent unless the
+// process serving it is of uid *owner (SO_PEERCRED).
+func unixHTTP(sock string, timeout time.Duration, owner *uint32) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			c, err := d.DialContext(ctx, "unix", sock)
-			if err != nil {
-				return nil, err
+			if err != nil || owner == nil {
+				return c, err
 			}
-			if uid, ok := peerUid(c); !ok || uid != owner {
+			if uid, ok := peerUid(c); !ok || uid != *owner {
 				c.Close()
-				return nil, NotTheAgent(sock, owner)
+				return nil, notTheAgent(sock, *owner)
 			}
 			return c, nil
 		},
