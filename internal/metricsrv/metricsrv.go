@@ -1,5 +1,6 @@
 // Package metricsrv serves a process's Prometheus metrics over HTTP: the
-// agent's, a gateway's and a controller's alike.
+// agent's, a gateway's and a controller's alike; and it declares the
+// metrics more than one of them exports, once.
 package metricsrv
 
 import (
