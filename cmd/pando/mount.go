@@ -12,6 +12,7 @@ import (
 
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/vfs"
 )
@@ -37,7 +38,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "auto", "disk space the cache may use; auto: 80% of the free space of the cache directory's file system (with what the cache already holds), at most 10GiB")
 	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
-	cmd.Flags().StringVar(&f.consistency, "consistency", vfs.DefaultConsistency.String(), "consistency mode: strict, window=D, poll=D, callback or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", consistency.Default.String(), "consistency mode: strict, window=D, poll=D, callback or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
 	cmd.Flags().StringVar(&f.offline, "offline", "serve", "while a share cannot be reached: serve (its cached files and listings stay readable, read-only and marked stale; not under strict) or fail")
 	cmd.Flags().StringVar(&f.maxUnsent, "max-unsent", "auto", "data not yet sent the cache accepts while a share cannot be reached (writes kept back under a write delegation), past which writes fail with EHOSTUNREACH; auto: a quarter of --cache-size (half of what the cache holds unsent before sending ahead, which also caps it)")
@@ -89,7 +90,7 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 	if cfg.Cache.BlockSize, err = cli.ParseSize(f.blockSize); err != nil || cfg.Cache.BlockSize < 4096 || cfg.Cache.BlockSize > 16<<20 {
 		return cfg, cli.Usagef("--block-size must be between 4KiB and 16MiB")
 	}
-	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+	if cfg.VFS.Consistency, err = consistency.Parse(f.consistency); err != nil {
 		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
@@ -104,7 +105,7 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 		}
 	}
 	for _, p := range f.policies {
-		pol, err := vfs.ParsePolicy(p)
+		pol, err := consistency.ParsePolicy(p)
 		if err != nil {
 			return cfg, cli.Usagef("--policy: %v", err)
 		}

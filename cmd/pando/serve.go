@@ -16,6 +16,7 @@ import (
 	"pando.dev/pando/internal/cli"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/gateway"
 	"pando.dev/pando/internal/vfs"
 )
@@ -55,7 +56,7 @@ func (f *gatewayFlags) addCommon(cmd *cobra.Command, addr string) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "disk space each user's cache may use")
 	cmd.Flags().StringVar(&f.memory, "memory", "64MiB", "memory each user's cache may use")
-	cmd.Flags().StringVar(&f.consistency, "consistency", vfs.DefaultConsistency.String(), "consistency mode: strict, window=D, poll=D or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", consistency.Default.String(), "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
 }
@@ -79,7 +80,7 @@ func (f *gatewayFlags) config(g *cli.Globals, creds *config.Config) (gateway.Con
 	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
 		return cfg, cli.Usagef("--memory: %v", err)
 	}
-	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+	if cfg.VFS.Consistency, err = consistency.Parse(f.consistency); err != nil {
 		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
@@ -270,7 +271,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav, s3, nfs or smb, e.g. --serve webdav=127.0.0.1:8444", spec)
 		}
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
-			consistency: vfs.DefaultConsistency.String(), write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
+			consistency: consistency.Default.String(), write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
 		if proto == "smb" {
 			f.passwords = smbPasswords
 			sf := smbFlags{gatewayFlags: f}
