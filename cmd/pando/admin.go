@@ -18,15 +18,23 @@ import (
 
 func newNsCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "ns", Short: "Manage the namespace's mount table"}
-	cmd.AddCommand(&cobra.Command{
+	var replicas []string
+	mount := &cobra.Command{
 		Use:   "mount PREFIX SHARE[:PATH]",
 		Short: "Mount a share (or a directory inside it) at a global prefix",
 		Args:  cobra.ExactArgs(2),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
 			share, sub, _ := strings.Cut(args[1], ":")
-			return c.MountAdd(cmd.Context(), args[0], share, sub)
+			var more []wire.Location
+			for _, r := range replicas {
+				s, p, _ := strings.Cut(r, ":")
+				more = append(more, wire.Location{Share: s, SharePath: p, Kind: wire.LocReplica})
+			}
+			return c.MountAdd(cmd.Context(), args[0], share, sub, more...)
 		}),
-	}, &cobra.Command{
+	}
+	mount.Flags().StringArrayVar(&replicas, "replica", nil, "SHARE[:PATH] holding a read-only copy (repeatable; recorded and listed, reads still go to SHARE)")
+	cmd.AddCommand(mount, &cobra.Command{
 		Use:   "unmount PREFIX",
 		Short: "Remove a mount (the share's files are untouched)",
 		Args:  cobra.ExactArgs(1),
@@ -42,9 +50,11 @@ func newNsCmd(g *cli.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows := [][]string{{"PREFIX", "SHARE", "PATH"}}
+			rows := [][]string{{"PREFIX", "SHARE", "PATH", "ROLE"}}
 			for _, m := range mounts {
-				rows = append(rows, []string{m.Prefix, m.Share, "/" + m.SharePath})
+				for _, l := range m.Locations() {
+					rows = append(rows, []string{m.Prefix, l.Share, "/" + l.SharePath, l.Kind.String()})
+				}
 			}
 			return cli.Table(cmd.OutOrStdout(), rows)
 		}),

@@ -16,14 +16,16 @@ func (c *Client) WhoAmI(ctx context.Context) (wire.WhoAmIResp, error) {
 	return r, err
 }
 
-// MountAdd mounts share:sharePath at the global prefix.
-func (c *Client) MountAdd(ctx context.Context, prefix, share, sharePath string) error {
+// MountAdd mounts share:sharePath at the global prefix, with more
+// locations of the same files, if any (replicas: recorded and listed;
+// requests still go to share).
+func (c *Client) MountAdd(ctx context.Context, prefix, share, sharePath string, more ...wire.Location) error {
 	g, err := Clean(prefix)
 	if err != nil {
 		return err
 	}
 	defer c.forgetMounts()
-	return c.ControllerCall(ctx, wire.OpMountAdd, wire.MountEntry{Prefix: g, Share: share, SharePath: sharePath}, nil)
+	return c.ControllerCall(ctx, wire.OpMountAdd, wire.MountEntry{Prefix: g, Share: share, SharePath: sharePath, More: more}, nil)
 }
 
 // MountRemove removes the mount at prefix.

@@ -155,12 +155,20 @@ func checkShare(ctx context.Context, c *client.Client, s wire.ShareInfo, mounts 
 	}
 	// Then a request through the client, to a path the share serves:
 	// TLS, the token, the protocol.
-	prefix := ""
+	prefix, replicaOf := "", ""
 	for _, m := range mounts {
 		if m.Share == s.Name {
 			prefix = m.Prefix
 			break
 		}
+		for _, l := range m.More {
+			if l.Share == s.Name && replicaOf == "" {
+				replicaOf = m.Prefix
+			}
+		}
+	}
+	if prefix == "" && replicaOf != "" {
+		return Result{name, OK, fmt.Sprintf("answers at %s; holds a replica of %s (replicas are listed, not yet read from)", answered, replicaOf)}
 	}
 	if prefix == "" {
 		return Result{name, Warn, fmt.Sprintf("share %s answers at %s but no path is mounted from it: mount it (pando ns mount /DOMAIN/%s %s)", s.Name, answered, s.Name, s.Name)}
