@@ -30,7 +30,7 @@ func newNsCmd(g *cli.Globals) *cobra.Command {
 				s, p, _ := strings.Cut(r, ":")
 				more = append(more, wire.Location{Share: s, SharePath: p, Kind: wire.LocReplica})
 			}
-			return c.MountAdd(cmd.Context(), args[0], share, sub, more...)
+			return c.Admin().MountAdd(cmd.Context(), args[0], share, sub, more...)
 		}),
 	}
 	mount.Flags().StringArrayVar(&replicas, "replica", nil, "SHARE[:PATH] holding a read-only copy (repeatable; recorded and listed, reads still go to SHARE)")
@@ -39,7 +39,7 @@ func newNsCmd(g *cli.Globals) *cobra.Command {
 		Short: "Remove a mount (the share's files are untouched)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			return c.MountRemove(cmd.Context(), args[0])
+			return c.Admin().MountRemove(cmd.Context(), args[0])
 		}),
 	}, &cobra.Command{
 		Use:   "ls",
@@ -88,9 +88,9 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 			var resp wire.UserAddResp
 			var err error
 			if gatewayRole {
-				resp, err = c.GatewayAdd(cmd.Context(), name)
+				resp, err = c.Admin().GatewayAdd(cmd.Context(), name)
 			} else {
-				resp, err = c.UserAdd(cmd.Context(), name, groups)
+				resp, err = c.Admin().UserAdd(cmd.Context(), name, groups)
 			}
 			if err != nil {
 				return err
@@ -120,7 +120,7 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 		Short: "List users",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			users, err := c.UserList(cmd.Context())
+			users, err := c.Admin().UserList(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 		Short: "Revoke a user's credentials and access tokens at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			return c.UserRevoke(cmd.Context(), args[0])
+			return c.Admin().UserRevoke(cmd.Context(), args[0])
 		}),
 	})
 	cmd.AddCommand(newUserCredsCmds(g)...)
@@ -175,7 +175,7 @@ anyone; a WHO starting with '-' is a negative entry, which wins over grants.`,
 				who, neg := strings.CutPrefix(args[i], "-")
 				entries = append(entries, wire.ACLEntry{Who: who, Rights: args[i+1], Negative: neg})
 			}
-			return c.ACLSet(cmd.Context(), args[0], entries, replace)
+			return c.Admin().ACLSet(cmd.Context(), args[0], entries, replace)
 		}),
 	}
 	set.Flags().BoolVar(&replace, "replace", false, "replace the whole ACL instead of changing entries")
@@ -186,7 +186,7 @@ anyone; a WHO starting with '-' is a negative entry, which wins over grants.`,
 		Short: "Show the ACL on PATH, the ACLs it inherits, and your rights there",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			r, err := c.ACLGet(cmd.Context(), args[0])
+			r, err := c.Admin().ACLGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -226,7 +226,7 @@ func newWhoamiCmd(g *cli.Globals) *cobra.Command {
 		Short: "Show who the controller takes you for",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			r, err := c.WhoAmI(cmd.Context())
+			r, err := c.Admin().WhoAmI(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ func TestLocations(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.MountAdd(ctx, "/uva/both", "alpha", "sub", wire.Location{Share: "beta", SharePath: "sub", Kind: wire.LocReplica}); err != nil {
+	if err := c.Admin().MountAdd(ctx, "/uva/both", "alpha", "sub", wire.Location{Share: "beta", SharePath: "sub", Kind: wire.LocReplica}); err != nil {
 		t.Fatal(err)
 	}
 	locs, err := c.Locations(ctx, "/uva/both/x/f")

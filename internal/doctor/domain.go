@@ -53,7 +53,7 @@ func checkDomain(ctx context.Context, cfg *config.Config, o Options) []Result {
 
 	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	sent := o.Now()
-	who, err := c.WhoAmI(cctx)
+	who, err := c.Admin().WhoAmI(cctx)
 	got := o.Now()
 	cancel()
 	if err != nil {
@@ -99,7 +99,7 @@ func clockResult(ctrlNow int64, sent time.Time, rtt time.Duration) Result {
 // answers at its addresses, and a path it serves can be read from here.
 func checkShares(ctx context.Context, c *client.Client, o Options) []Result {
 	sctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	shares, err := c.ShareList(sctx)
+	shares, err := c.Admin().ShareList(sctx)
 	cancel()
 	if err != nil {
 		return []Result{{"shares", Fail, fmt.Sprintf("the controller did not list its shares (%v): check the controller's log", err)}}

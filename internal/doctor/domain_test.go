@@ -20,10 +20,10 @@ func TestShareOnlyAReplica(t *testing.T) {
 	c := d.Client(d.Admin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.MountRemove(ctx, "/uva/beta"); err != nil {
+	if err := c.Admin().MountRemove(ctx, "/uva/beta"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.MountAdd(ctx, "/uva/both", "alpha", "", wire.Location{Share: "beta", Kind: wire.LocReplica}); err != nil {
+	if err := c.Admin().MountAdd(ctx, "/uva/both", "alpha", "", wire.Location{Share: "beta", Kind: wire.LocReplica}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]Result{}
