@@ -260,7 +260,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	if len(specs) == 0 {
 		return stop, nil
 	}
-	creds, err := gateway.Credentials(cmd.Context(), cl, admin, filepath.Join(state, "gateway.json"), "gateway")
+	creds, err := gateway.Credentials(cmd.Context(), cl.Admin(), admin, filepath.Join(state, "gateway.json"), "gateway")
 	if err != nil {
 		return stop, err
 	}

@@ -18,7 +18,7 @@ func TestCredentials(t *testing.T) {
 	d := testenv.New(t, "d")
 	ctx := context.Background()
 	bundle := filepath.Join(t.TempDir(), "state", "gateway.json")
-	creds, err := Credentials(ctx, d.Client(d.Admin), d.Admin, bundle, "gateway")
+	creds, err := Credentials(ctx, d.Client(d.Admin).Admin(), d.Admin, bundle, "gateway")
 	if err != nil {
 		t.Fatal(err)
 	}
