@@ -16,6 +16,7 @@ import (
 	"pando.dev/pando/internal/cli"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/gateway"
 	"pando.dev/pando/internal/vfs"
 )
@@ -56,7 +57,7 @@ func (f *gatewayFlags) addCommon(cmd *cobra.Command, addr string) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "disk space each user's cache may use")
 	cmd.Flags().StringVar(&f.memory, "memory", "64MiB", "memory each user's cache may use")
-	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", consistency.Default.String(), "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
 }
@@ -80,7 +81,7 @@ func (f *gatewayFlags) config(g *cli.Globals, creds *config.Config) (gateway.Con
 	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
 		return cfg, cli.Usagef("--memory: %v", err)
 	}
-	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+	if cfg.VFS.Consistency, err = consistency.Parse(f.consistency); err != nil {
 		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
@@ -246,10 +247,6 @@ type tlsCertRef struct {
 	file string
 }
 
-// upGateways starts the gateways asked for with pando up --serve
-// PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
-// use and keeps in state/gateway.json. It returns a function that stops
-// them.
 // upServe is what pando up's flags say of its gateways.
 type upServe struct {
 	specs                        []string // PROTO=ADDR
@@ -259,6 +256,10 @@ type upServe struct {
 	consistency                  string // the mount's, which the gateways keep too
 }
 
+// upGateways starts the gateways asked for with pando up --serve
+// PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
+// use and keeps in state/gateway.json. It returns a function that stops
+// them.
 func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, o upServe) (func(), error) {
 	specs := o.specs
 	var stops []func()
@@ -270,21 +271,10 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	if len(specs) == 0 {
 		return stop, nil
 	}
-	bundle := filepath.Join(state, "gateway.json")
-	creds, err := config.Load(bundle)
+	creds, err := gateway.Credentials(cmd.Context(), cl.Admin(), admin, filepath.Join(state, "gateway.json"), "gateway")
 	if err != nil {
-		resp, err := cl.GatewayAdd(cmd.Context(), "gateway")
-		if err != nil {
-			return stop, fmt.Errorf("making the gateway's credentials (kept in %s, which is missing): %w", bundle, err)
-		}
-		creds = &config.Config{Domain: admin.Domain, Controller: admin.Controller, Controllers: admin.Controllers, User: "gateway",
-			CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
-		if err := creds.Save(bundle); err != nil {
-			return stop, err
-		}
+		return stop, err
 	}
-	// The controller may listen elsewhere than when they were made.
-	creds.Controller, creds.Controllers = admin.Controller, admin.Controllers
 	for _, spec := range specs {
 		proto, addr, ok := strings.Cut(spec, "=")
 		if !ok || (proto != "http" && proto != "webdav" && proto != "s3" && proto != "nfs" && proto != "smb") || addr == "" {
