@@ -193,7 +193,6 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			if err != nil {
 				return err
 			}
-			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
 			var shares []*share.Running
 			defer func() {
 				for _, s := range shares {
@@ -218,6 +217,11 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				}
 				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)
 			}
+			// The configuration is written once every share is registered
+			// and mounted: pando wait, which waits for it and then for the
+			// shares the controller knows, would otherwise see the first
+			// share alone.
+			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
 			if mountDir != "" {
 				if !cmd.Flags().Changed("cache-dir") {
 					mf.cacheDir = filepath.Join(state, "cache")
