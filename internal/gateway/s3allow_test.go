@@ -284,6 +284,28 @@ func TestS3Buckets(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", "dir", "obj.txt")); err != nil {
 		t.Fatalf("DeleteObjects of a version not kept deleted the object: %v", err)
 	}
+	// Directories made only to hold keys go with their last key; one
+	// named by a key ending in /, or made at the share, stays.
+	os.Mkdir(filepath.Join(e.root, "s3", "mybucket", "mine"), 0o755)
+	for _, k := range []string{"a/b/c.txt", "keep/", "keep/x.txt", "mine/x.txt"} {
+		if code, out := do(alice, "PUT", "/mybucket/"+k, nil); code != 200 {
+			t.Fatalf("PUT %s: %d %s", k, code, out)
+		}
+	}
+	for _, k := range []string{"a/b/c.txt", "keep/x.txt", "mine/x.txt"} {
+		if code, out := do(alice, "DELETE", "/mybucket/"+k, nil); code != 204 {
+			t.Fatalf("DELETE %s: %d %s", k, code, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", "a")); !os.IsNotExist(err) {
+		t.Errorf("the directories made for a/b/c.txt are left after it: %v", err)
+	}
+	for _, d := range []string{"keep", "mine"} {
+		if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", d)); err != nil {
+			t.Errorf("%s/ went with its last key: %v", d, err)
+		}
+		do(alice, "DELETE", "/mybucket/"+d+"/", nil)
+	}
 	if code, out := do(alice, "DELETE", "/mybucket", nil); code != 409 || !strings.Contains(out, "<Code>BucketNotEmpty</Code>") {
 		t.Errorf("removing a bucket not empty: %d %s", code, out)
 	}

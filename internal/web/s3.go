@@ -51,17 +51,19 @@ type S3 struct {
 
 // Bounds of the S3 front end.
 const (
-	maxObject     = 5 << 30 // a PUT or a part, as S3's
-	maxParts      = 10000
-	maxUploads    = 100 // multipart uploads under way per user
-	maxListWalk   = 100_000
-	maxS3XML      = 1 << 20
-	uploadLife    = 24 * time.Hour
-	s3XMLNS       = "http://s3.amazonaws.com/doc/2006-03-01/"
-	s3MD5Xattr    = "user.s3.md5"
-	s3OwnerXattr  = "user.s3.owner" // who made a bucket over S3
-	emptyMD5      = "d41d8cd98f00b204e9800998ecf8427e"
-	s3MaxKeyBytes = 1024
+	maxObject    = 5 << 30 // a PUT or a part, as S3's
+	maxParts     = 10000
+	maxUploads   = 100 // multipart uploads under way per user
+	maxListWalk  = 100_000
+	maxS3XML     = 1 << 20
+	uploadLife   = 24 * time.Hour
+	s3XMLNS      = "http://s3.amazonaws.com/doc/2006-03-01/"
+	s3MD5Xattr   = "user.s3.md5"
+	s3OwnerXattr = "user.s3.owner" // who made a bucket over S3
+	// A directory made only to hold keys below it (see prune).
+	s3ImplicitXattr = "user.s3.implicit"
+	emptyMD5        = "d41d8cd98f00b204e9800998ecf8427e"
+	s3MaxKeyBytes   = 1024
 )
 
 // S3Options configures the S3 front end.

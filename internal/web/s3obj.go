@@ -97,9 +97,30 @@ func (q *s3Req) mkdirs(dir string) error {
 		}
 		if _, err := q.v.Mkdir(q.ctx, cur, 0o755); err != nil && Errno(err) != syscall.EEXIST {
 			return err
+		} else if err == nil {
+			// Made only to hold a key: removed with the last key in it.
+			if err := q.v.SetXattr(q.ctx, cur, s3ImplicitXattr, []byte("1"), 0); err != nil {
+				q.s.log.Debug("a directory made for a key could not be marked", "path", cur, "err", err)
+			}
 		}
 	}
 	return nil
+}
+
+// prune removes the directories above key that the gateway made only to
+// hold keys (marked by mkdirs) and that are empty now, as S3 has no
+// directories of its own to leave behind; a directory made by a key
+// ending in /, or through another door, stays.
+func (q *s3Req) prune(key string) {
+	root := q.path("")
+	for dir := path.Dir(q.path(strings.TrimSuffix(key, "/"))); dir != root && strings.HasPrefix(dir, root+"/"); dir = path.Dir(dir) {
+		if b, err := q.v.GetXattr(q.ctx, dir, s3ImplicitXattr); err != nil || string(b) != "1" {
+			return
+		}
+		if err := q.v.Rmdir(q.ctx, dir); err != nil {
+			return // not empty, or not ours to remove
+		}
+	}
 }
 
 // write writes the readers' bytes as the object at p, and answers its
@@ -146,6 +167,10 @@ func (q *s3Req) put() error {
 		}
 		if err := q.mkdirs(p); err != nil {
 			return err
+		}
+		// Named by its own key, the directory is no longer only a holder.
+		if err := q.v.RemoveXattr(q.ctx, p, s3ImplicitXattr); err != nil && Errno(err) != syscall.ENODATA {
+			q.s.log.Debug("a directory named by a key could not be unmarked", "path", p, "err", err)
 		}
 		q.w.Header().Set("ETag", `"`+emptyMD5+`"`)
 		return nil
@@ -213,9 +238,14 @@ func (q *s3Req) remove(key string) error {
 	case err != nil:
 		return err
 	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
-		return q.v.Rmdir(q.ctx, p)
+		err = q.v.Rmdir(q.ctx, p)
+	default:
+		err = q.v.Unlink(q.ctx, p)
 	}
-	return q.v.Unlink(q.ctx, p)
+	if err == nil {
+		q.prune(key)
+	}
+	return err
 }
 
 func (q *s3Req) delete() error {
