@@ -274,6 +274,21 @@ func TestS3Buckets(t *testing.T) {
 	if code, out := do(bob, "GET", "/", nil); code != 200 || !strings.Contains(out, "<Name>mybucket</Name>") || !strings.Contains(out, "<Name>second</Name>") {
 		t.Errorf("ListBuckets: %d %s", code, out)
 	}
+	code, out := do(bob, "GET", "/?max-buckets=1", nil)
+	tok := between(out, "<ContinuationToken>", "</ContinuationToken>")
+	if code != 200 || strings.Count(out, "<Bucket>") != 1 || !strings.Contains(out, "<Name>mybucket</Name>") || tok == "" {
+		t.Errorf("ListBuckets, one a page: %d %s", code, out)
+	}
+	if code, out = do(bob, "GET", "/?max-buckets=1&continuation-token="+tok, nil); code != 200 || !strings.Contains(out, "<Name>second</Name>") || strings.Contains(out, "<ContinuationToken>") {
+		t.Errorf("ListBuckets, the second page: %d %s", code, out)
+	}
+	if code, out = do(bob, "GET", "/?prefix=sec", nil); code != 200 || strings.Contains(out, "mybucket") || !strings.Contains(out, "<Name>second</Name>") {
+		t.Errorf("ListBuckets with a prefix: %d %s", code, out)
+	}
+	if code, out = do(alice, "GET", "/mybucket?list-type=2&max-keys=0&continuation-token=", nil); code != 200 || !strings.Contains(out, "<IsTruncated>false</IsTruncated>") ||
+		!strings.Contains(out, "<ContinuationToken></ContinuationToken>") {
+		t.Errorf("ListObjectsV2 of max-keys 0: %d %s", code, out)
+	}
 	if code, out := do(alice, "GET", "/mybucket?versions", nil); code != 200 || !strings.Contains(out, "<Key>dir/obj.txt</Key><VersionId>null</VersionId><IsLatest>true</IsLatest>") {
 		t.Errorf("ListObjectVersions: %d %s", code, out)
 	}

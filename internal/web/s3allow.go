@@ -49,6 +49,7 @@ var s3CommonParams = []string{"x-id"}
 
 // The query parameters each operation takes, besides the common ones.
 var s3OpParams = map[s3Op][]string{
+	opListBuckets:         {"max-buckets", "continuation-token", "prefix", "bucket-region"},
 	opListVersions:        {"versions", "prefix", "delimiter", "encoding-type", "max-keys", "key-marker", "version-id-marker"},
 	opListObjects:         {"list-type", "prefix", "delimiter", "encoding-type", "max-keys", "marker", "continuation-token", "start-after", "fetch-owner"},
 	opListUploads:         {"uploads", "prefix", "delimiter", "encoding-type", "max-uploads", "key-marker", "upload-id-marker"},
