@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"encoding/hex"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/testenv"
 )
@@ -73,6 +76,7 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 		{"server-side encryption", "PUT", "/data/obj.txt", []byte("secret"), []string{"X-Amz-Server-Side-Encryption", "AES256"}, 501, "NotImplemented"},
 		{"object lock", "PUT", "/data/obj.txt", []byte("locked"), []string{"X-Amz-Object-Lock-Mode", "GOVERNANCE"}, 501, "NotImplemented"},
 		{"tags on a PUT", "PUT", "/data/obj.txt", []byte("tagged"), []string{"X-Amz-Tagging", "k=v"}, 501, "NotImplemented"},
+		{"metadata past 2 KB", "PUT", "/data/obj.txt", []byte("big"), []string{"X-Amz-Meta-Big", strings.Repeat("m", 2100)}, 400, "MetadataTooLarge"},
 		{"a public ACL", "PUT", "/data/obj.txt", []byte("public"), []string{"X-Amz-Acl", "public-read"}, 501, "NotImplemented"},
 		{"a grant", "PUT", "/data/obj.txt", []byte("granted"), []string{"X-Amz-Grant-Read", "id=bob"}, 501, "NotImplemented"},
 		// Conditions that do not hold change nothing.
@@ -81,7 +85,6 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 		{"If-Match of a missing object", "PUT", "/data/new.txt", []byte("new"), []string{"If-Match", wrongETag}, 404, "NoSuchKey"},
 		{"DELETE If-Match of another version", "DELETE", "/data/obj.txt", nil, []string{"If-Match", wrongETag}, 412, "PreconditionFailed"},
 		{"copy onto itself", "PUT", "/data/obj.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt"}, 400, "InvalidRequest"},
-		{"copy onto itself, replacing metadata", "PUT", "/data/obj.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Metadata-Directive", "REPLACE"}, 501, "NotImplemented"},
 		{"copy if the source matches another version", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-If-Match", wrongETag}, 412, "PreconditionFailed"},
 		{"copy if the source does not match its version", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-If-None-Match", rightETag}, 412, "PreconditionFailed"},
 		{"copy with a range", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-Range", "bytes=0-3"}, 400, "InvalidArgument"},
@@ -333,5 +336,74 @@ func TestS3Buckets(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket")); !os.IsNotExist(err) {
 		t.Errorf("the bucket removed is still at the share: %v", err)
+	}
+}
+
+// TestS3Metadata: x-amz-meta-* and the headers S3 keeps with an object
+// (Content-Type, Cache-Control, ...) are kept at the share in user.s3.meta
+// and answered by GET and HEAD; a PUT replaces them whole; a copy takes
+// the source's (COPY) or the request's (REPLACE, onto itself too, which
+// changes the metadata alone); a multipart upload keeps what its start
+// gave.
+func TestS3Metadata(t *testing.T) {
+	e := newEnv(t, false)
+	e.startS3(t)
+	alice := e.s3keys["alice"]
+	now := time.Now()
+	do := func(method, p string, body []byte, hdr ...string) (int, string, http.Header) {
+		t.Helper()
+		return e.s3DoH(t, method, p, alice[0], alice[1], body, "", now, hdr...)
+	}
+	if code, out, _ := do("PUT", "/data/m.txt", []byte("meta"), "X-Amz-Meta-Color", "blue", "Content-Type", "text/plain", "Cache-Control", "no-cache"); code != 200 {
+		t.Fatalf("PUT with metadata: %d %s", code, out)
+	}
+	_, _, h := do("HEAD", "/data/m.txt", nil)
+	if h.Get("X-Amz-Meta-Color") != "blue" || h.Get("Content-Type") != "text/plain" || h.Get("Cache-Control") != "no-cache" {
+		t.Errorf("HEAD after a PUT with metadata: %v", h)
+	}
+	b := make([]byte, 4096)
+	n, err := unix.Getxattr(filepath.Join(e.root, "m.txt"), "user.s3.meta", b)
+	if err != nil || !strings.Contains(string(b[:n]), `"X-Amz-Meta-Color":"blue"`) {
+		t.Errorf("user.s3.meta at the share: %q %v", b[:max(n, 0)], err)
+	}
+	if code, out, _ := do("PUT", "/data/gz.txt", []byte("zipped"), "Content-Encoding", "gzip"); code != 200 {
+		t.Fatalf("PUT gzip: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/gz.txt", nil); h.Get("Content-Encoding") != "gzip" || h.Get("Content-Length") != "6" {
+		t.Errorf("HEAD of an object kept with Content-Encoding gzip: %v", h)
+	}
+	if code, out, _ := do("PUT", "/data/copy.txt", nil, "X-Amz-Copy-Source", "/data/m.txt"); code != 200 {
+		t.Fatalf("copy: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/copy.txt", nil); h.Get("X-Amz-Meta-Color") != "blue" {
+		t.Errorf("a copy (COPY) has not the source's metadata: %v", h)
+	}
+	if code, out, _ := do("PUT", "/data/m.txt", nil, "X-Amz-Copy-Source", "/data/m.txt", "X-Amz-Metadata-Directive", "REPLACE", "X-Amz-Meta-Color", "red"); code != 200 {
+		t.Fatalf("copy onto itself with REPLACE: %d %s", code, out)
+	}
+	if _, body, h := do("GET", "/data/m.txt", nil); body != "meta" || h.Get("X-Amz-Meta-Color") != "red" || h.Get("Cache-Control") != "" {
+		t.Errorf("after a copy onto itself with REPLACE: %q %v", body, h)
+	}
+	if code, out, _ := do("PUT", "/data/m.txt", []byte("plain")); code != 200 {
+		t.Fatalf("PUT without metadata: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/m.txt", nil); h.Get("X-Amz-Meta-Color") != "" || h.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("a PUT without metadata left the old: %v", h)
+	}
+	code, out, _ := do("POST", "/data/mp.bin?uploads", nil, "X-Amz-Meta-Part", "yes", "Content-Type", "application/x-thing")
+	id := between(out, "<UploadId>", "</UploadId>")
+	if code != 200 || id == "" {
+		t.Fatalf("initiate: %d %s", code, out)
+	}
+	if code, out, _ = do("PUT", "/data/mp.bin?partNumber=1&uploadId="+id, []byte("part one")); code != 200 {
+		t.Fatalf("part: %d %s", code, out)
+	}
+	etag := `"` + hex.EncodeToString(md5sum([]byte("part one"))) + `"`
+	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>` + etag + `</ETag></Part></CompleteMultipartUpload>`)
+	if code, out, _ = do("POST", "/data/mp.bin?uploadId="+id, complete); code != 200 {
+		t.Fatalf("complete: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/mp.bin", nil); h.Get("X-Amz-Meta-Part") != "yes" || h.Get("Content-Type") != "application/x-thing" {
+		t.Errorf("a multipart upload lost its metadata: %v", h)
 	}
 }

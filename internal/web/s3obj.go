@@ -65,13 +65,14 @@ func (q *s3Req) get() error {
 	}
 	q.w.Header().Set("ETag", q.etag(p, a))
 	q.w.Header().Set("Content-Type", "application/octet-stream")
+	w := q.writeMeta(q.meta(p))
 	// GetObject's response-* parameters name headers of the answer.
 	for param, vals := range q.r.URL.Query() {
 		if name, ok := strings.CutPrefix(param, "response-"); ok && len(vals) > 0 {
 			q.w.Header().Set(http.CanonicalHeaderKey(name), vals[0])
 		}
 	}
-	http.ServeContent(q.w, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
+	http.ServeContent(w, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
 	return nil
 }
 
@@ -125,7 +126,7 @@ func (q *s3Req) prune(key string) {
 
 // write writes the readers' bytes as the object at p, and answers its
 // ETag (sum) once the share has it.
-func (q *s3Req) write(p, sum string, parts ...io.Reader) error {
+func (q *s3Req) write(p, sum string, meta s3Meta, parts ...io.Reader) error {
 	if err := q.mkdirs(path.Dir(p)); err != nil {
 		return err
 	}
@@ -143,6 +144,9 @@ func (q *s3Req) write(p, sum string, parts ...io.Reader) error {
 	}
 	if err != nil {
 		return err
+	}
+	if err := q.setMeta(p, meta); err != nil {
+		q.s.log.Warn("the metadata of an object could not be kept", "path", p, "err", err)
 	}
 	if sum != "" {
 		q.setMD5(p, sum)
@@ -175,7 +179,11 @@ func (q *s3Req) put() error {
 		q.w.Header().Set("ETag", `"`+emptyMD5+`"`)
 		return nil
 	}
-	return q.write(p, hex.EncodeToString(sp.md5), sp.f)
+	meta, err := requestMeta(q.r.Header)
+	if err != nil {
+		return err
+	}
+	return q.write(p, hex.EncodeToString(sp.md5), meta, sp.f)
 }
 
 func (q *s3Req) copy() error {
@@ -184,11 +192,36 @@ func (q *s3Req) copy() error {
 		return err
 	}
 	defer f.Close()
-	if bucket == q.bucket && key == q.key {
-		if q.r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
-			return s3Errf(http.StatusNotImplemented, "NotImplemented", "object metadata is not kept, so a copy of an object onto itself changes nothing; nothing was done")
+	replace := q.r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE"
+	meta := q.meta(path.Join(q.s.root, bucket, key))
+	if replace {
+		if meta, err = requestMeta(q.r.Header); err != nil {
+			return err
 		}
-		return s3Errf(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+	}
+	if bucket == q.bucket && key == q.key {
+		if !replace {
+			return s3Errf(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+		}
+		// Onto itself with REPLACE: the metadata alone changes.
+		if err := q.putPreconditions(q.path(q.key)); err != nil {
+			return err
+		}
+		p := q.path(q.key)
+		if err := q.setMeta(p, meta); err != nil {
+			return err
+		}
+		a, err := q.v.GetAttr(q.ctx, p)
+		if err != nil {
+			return err
+		}
+		writeXML(q.w, struct {
+			XMLName      xml.Name `xml:"CopyObjectResult"`
+			NS           string   `xml:"xmlns,attr"`
+			LastModified string
+			ETag         string
+		}{NS: s3XMLNS, LastModified: s3Time(a.Mtime), ETag: q.etag(p, a)})
+		return nil
 	}
 	if err := q.putPreconditions(q.path(q.key)); err != nil {
 		return err
@@ -212,7 +245,7 @@ func (q *s3Req) copy() error {
 	if err != nil {
 		return err
 	}
-	if err := q.write(q.path(q.key), "", tmp); err != nil {
+	if err := q.write(q.path(q.key), "", meta, tmp); err != nil {
 		return err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -314,6 +347,7 @@ func (q *s3Req) deleteObjects() error {
 // upload is a multipart upload under way: its parts wait in the spool.
 type upload struct {
 	user, bucket, key, dir string
+	meta                   s3Meta         // given at its start, kept with the object
 	parts                  map[int][]byte // part number -> MD5
 	started                time.Time
 }
@@ -337,7 +371,12 @@ func (q *s3Req) initiate() error {
 		s.mu.Unlock()
 		return s3Errf(http.StatusServiceUnavailable, "SlowDown", "%s has %d multipart uploads under way, the limit; complete or abort some", q.user, n)
 	}
-	u := &upload{user: q.user, bucket: q.bucket, key: q.key, dir: filepath.Join(s.spool, id), parts: map[int][]byte{}, started: time.Now()}
+	meta, err := requestMeta(q.r.Header)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	u := &upload{user: q.user, bucket: q.bucket, key: q.key, dir: filepath.Join(s.spool, id), meta: meta, parts: map[int][]byte{}, started: time.Now()}
 	s.uploads[id] = u
 	s.mu.Unlock()
 	if err := os.Mkdir(u.dir, 0o700); err != nil {
@@ -465,7 +504,7 @@ func (q *s3Req) complete(id string, u *upload) error {
 		return bad
 	}
 	sum := fmt.Sprintf("%s-%d", hex.EncodeToString(all.Sum(nil)), len(req.Parts))
-	if err := q.write(q.path(q.key), sum, readers...); err != nil {
+	if err := q.write(q.path(q.key), sum, u.meta, readers...); err != nil {
 		return err
 	}
 	q.s.mu.Lock()
