@@ -122,6 +122,39 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(e.root, "obj.txt")); string(b) != "v2" {
 		t.Errorf("the conditional PUT that holds left %q", b)
 	}
+	freshETag := ""
+	if _, _, h := e.s3DoH(t, "HEAD", "/data/fresh.txt", alice[0], alice[1], nil, "", now); h != nil {
+		freshETag = h.Get("ETag")
+	}
+	for _, c := range []struct {
+		hdr  []string
+		want int
+		code string
+	}{
+		{[]string{"If-Match", wrongETag}, 412, "PreconditionFailed"},
+		{[]string{"If-None-Match", freshETag}, 304, ""},
+		{[]string{"If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT"}, 412, "PreconditionFailed"},
+		{[]string{"If-Modified-Since", "Mon, 01 Jan 2100 00:00:00 GMT"}, 304, ""},
+		{[]string{"Range", "bytes=100-200"}, 416, "InvalidRange"},
+	} {
+		code, out := e.s3Do(t, "GET", "/data/fresh.txt", alice[0], alice[1], nil, "", now, c.hdr...)
+		if code != c.want || (c.code != "" && !strings.Contains(out, "<Code>"+c.code+"</Code>")) || (c.code == "" && out != "") {
+			t.Errorf("GET with %v: %d %q, want %d %s", c.hdr, code, out, c.want, c.code)
+		}
+	}
+	// Completing an upload again answers as the first time did.
+	code, out := e.s3Do(t, "POST", "/data/twice.bin?uploads", alice[0], alice[1], nil, "", now)
+	id := between(out, "<UploadId>", "</UploadId>")
+	e.s3Do(t, "PUT", "/data/twice.bin?partNumber=1&uploadId="+id, alice[0], alice[1], []byte("once"), "", now)
+	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"` + hex.EncodeToString(md5sum([]byte("once"))) + `"</ETag></Part></CompleteMultipartUpload>`)
+	code1, out1 := e.s3Do(t, "POST", "/data/twice.bin?uploadId="+id, alice[0], alice[1], complete, "", now)
+	code2, out2 := e.s3Do(t, "POST", "/data/twice.bin?uploadId="+id, alice[0], alice[1], complete, "", now)
+	if code != 200 || code1 != 200 || code2 != 200 || between(out1, "<ETag>", "</ETag>") != between(out2, "<ETag>", "</ETag>") {
+		t.Errorf("completing an upload twice: %d %d %s, then %d %s", code, code1, out1, code2, out2)
+	}
+	if code, out := e.s3Do(t, "POST", "/data/twice.bin?uploadId="+id, e.s3keys["bob"][0], e.s3keys["bob"][1], complete, "", now); code != 404 {
+		t.Errorf("bob completes alice's completed upload: %d %s", code, out)
+	}
 	code, body, hdr := e.s3DoH(t, "GET", "/data/fresh.txt?response-content-disposition=attachment&response-content-type=text%2Fplain", alice[0], alice[1], nil, "", now)
 	if code != 200 || body != "fresh" || hdr.Get("Content-Type") != "text/plain" || hdr.Get("Content-Disposition") != "attachment" {
 		t.Errorf("GET with response-* parameters: %d %q %v", code, body, hdr)

@@ -47,6 +47,7 @@ type S3 struct {
 
 	mu      sync.Mutex
 	uploads map[string]*upload
+	done    map[string]completed // uploads completed lately, by id
 }
 
 // Bounds of the S3 front end.
@@ -100,7 +101,7 @@ func NewS3(users Users, keys S3Keys, o S3Options, c *Counters, log *slog.Logger)
 	}
 	return &S3{users: users, keys: keys, domain: o.Domain, root: root, made: root != "/"+o.Domain,
 		hostSuffix: strings.TrimPrefix(o.HostSuffix, "."), spool: o.Spool,
-		c: c, log: log, now: time.Now, uploads: make(map[string]*upload)}, nil
+		c: c, log: log, now: time.Now, uploads: make(map[string]*upload), done: make(map[string]completed)}, nil
 }
 
 // Serve serves on ln, over TLS with tc unless tc is nil.
@@ -113,6 +114,10 @@ func (s *S3) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if e.Status == http.StatusForbidden {
 		s.c.Refused.Add(1)
+	}
+	if e.Status == http.StatusNotModified {
+		w.WriteHeader(e.Status) // no body
+		return
 	}
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(e.Status)

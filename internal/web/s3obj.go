@@ -60,6 +60,9 @@ func (q *s3Req) get() error {
 		q.w.Header().Set("Last-Modified", time.Unix(0, a.Mtime).UTC().Format(http.TimeFormat))
 		return nil
 	}
+	if err := q.preconditions("", p, a); err != nil {
+		return err
+	}
 	if f.back != nil {
 		q.s.c.Direct.Add(1)
 	}
@@ -72,7 +75,7 @@ func (q *s3Req) get() error {
 			q.w.Header().Set(http.CanonicalHeaderKey(name), vals[0])
 		}
 	}
-	http.ServeContent(w, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
+	http.ServeContent(&rangeErrors{ResponseWriter: w, q: q}, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
 	return nil
 }
 
@@ -397,7 +400,12 @@ func (q *s3Req) uploadOp(op s3Op, vals url.Values) error {
 	s := q.s
 	s.mu.Lock()
 	u := s.uploads[id]
+	d, done := s.done[id]
 	s.mu.Unlock()
+	if u == nil && done && op == opCompleteUpload && d.user == q.user && d.bucket == q.bucket && d.key == q.key && time.Since(d.at) <= completedLife {
+		q.completed(d.etag)
+		return nil
+	}
 	if u == nil || u.user != q.user || u.bucket != q.bucket || u.key != q.key {
 		return s3Errf(http.StatusNotFound, "NoSuchUpload", "no upload %.40q of this key is under way", id)
 	}
@@ -509,16 +517,38 @@ func (q *s3Req) complete(id string, u *upload) error {
 	}
 	q.s.mu.Lock()
 	delete(q.s.uploads, id)
+	for did, d := range q.s.done {
+		if time.Since(d.at) > completedLife {
+			delete(q.s.done, did)
+		}
+	}
+	q.s.done[id] = completed{user: u.user, bucket: u.bucket, key: u.key, etag: `"` + sum + `"`, at: time.Now()}
 	q.s.mu.Unlock()
 	os.RemoveAll(u.dir)
-	writeXML(q.w, struct {
-		XMLName xml.Name `xml:"CompleteMultipartUploadResult"`
-		NS      string   `xml:"xmlns,attr"`
-		Bucket  string
-		Key     string
-		ETag    string
-	}{NS: s3XMLNS, Bucket: q.bucket, Key: q.key, ETag: `"` + sum + `"`})
+	q.completed(`"` + sum + `"`)
 	return nil
+}
+
+// completed is an upload completed lately: completing it again answers
+// the same, as S3 does (a client that lost the first answer retries).
+type completed struct {
+	user, bucket, key, etag string
+	at                      time.Time
+}
+
+// completedLife is how long a completed upload is remembered.
+const completedLife = 10 * time.Minute
+
+// completed answers CompleteMultipartUpload with the object's ETag.
+func (q *s3Req) completed(etag string) {
+	writeXML(q.w, struct {
+		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+		NS       string   `xml:"xmlns,attr"`
+		Location string
+		Bucket   string
+		Key      string
+		ETag     string
+	}{NS: s3XMLNS, Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: etag})
 }
 
 // chunkedReader decodes an aws-chunked body without chunk signatures
@@ -583,4 +613,29 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// rangeErrors answers a range net/http's ServeContent cannot serve with
+// S3's InvalidRange error instead of its text.
+type rangeErrors struct {
+	http.ResponseWriter
+	q       *s3Req
+	swallow bool
+}
+
+func (r *rangeErrors) WriteHeader(code int) {
+	if code == http.StatusRequestedRangeNotSatisfiable {
+		r.swallow = true
+		r.Header().Del("Content-Length")
+		r.q.s.fail(r.ResponseWriter, r.q.r, s3Errf(code, "InvalidRange", "the requested range is not satisfiable"))
+		return
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *rangeErrors) Write(b []byte) (int, error) {
+	if r.swallow {
+		return len(b), nil
+	}
+	return r.ResponseWriter.Write(b)
 }
