@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/hex"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/testenv"
@@ -439,4 +442,67 @@ func TestS3Metadata(t *testing.T) {
 	if _, _, h = do("HEAD", "/data/mp.bin", nil); h.Get("X-Amz-Meta-Part") != "yes" || h.Get("Content-Type") != "application/x-thing" {
 		t.Errorf("a multipart upload lost its metadata: %v", h)
 	}
+}
+
+// presign returns a presigned URL of method on rawPath, signed as key at
+// at, good for expires.
+func (e *env) presign(t *testing.T, method, rawPath string, key [2]string, at time.Time, expires string) string {
+	t.Helper()
+	req, err := http.NewRequest(method, e.s3url+rawPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := req.URL.Query()
+	q.Set("X-Amz-Expires", expires)
+	req.URL.RawQuery = q.Encode()
+	u, _, err := v4.NewSigner().PresignHTTP(context.Background(), aws.Credentials{AccessKeyID: key[0], SecretAccessKey: key[1]},
+		req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestS3Presigned: a presigned URL (the signature in its query) reads and
+// writes as its signer may, with curl and no credentials of its own,
+// until it expires; an expired, altered, too long or forged one is
+// refused, and nothing changes.
+func TestS3Presigned(t *testing.T) {
+	needTool(t, "curl")
+	e := newEnv(t, false)
+	e.startS3(t)
+	os.WriteFile(filepath.Join(e.root, "shared.txt"), []byte("shared by a link\n"), 0o644)
+	alice, bob := e.s3keys["alice"], e.s3keys["bob"]
+	now := time.Now()
+	if code, body, _ := e.curl(t, "", e.presign(t, "GET", "/data/shared.txt", bob, now, "600")); code != 200 || body != "shared by a link\n" {
+		t.Errorf("GET through bob's presigned URL: %d %q", code, body)
+	}
+	up := filepath.Join(e.dir, "up.txt")
+	os.WriteFile(up, []byte("sent by a link\n"), 0o644)
+	if code, body, _ := e.curl(t, "", "-T", up, e.presign(t, "PUT", "/data/up.txt", alice, now, "600")); code != 200 {
+		t.Errorf("PUT through alice's presigned URL: %d %s", code, body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "up.txt")); string(b) != "sent by a link\n" {
+		t.Errorf("the presigned PUT left %q", b)
+	}
+	before := testenv.Tree(t, e.root)
+	good := e.presign(t, "PUT", "/data/shared.txt", alice, now, "600")
+	for _, c := range []struct {
+		name, url string
+		want      int
+		code      string
+	}{
+		{"expired", e.presign(t, "PUT", "/data/shared.txt", alice, now.Add(-2*time.Hour), "3600"), 403, "AccessDenied"},
+		{"another key", strings.Replace(good, "shared.txt", "other.txt", 1), 403, "SignatureDoesNotMatch"},
+		{"longer than a week", e.presign(t, "PUT", "/data/shared.txt", alice, now, "604801"), 400, "AuthorizationQueryParametersError"},
+		{"bob's, who may not write", e.presign(t, "PUT", "/data/shared.txt", bob, now, "600"), 403, "AccessDenied"},
+		{"a forged signature", good[:len(good)-4] + "0000", 403, "SignatureDoesNotMatch"},
+		{"an unknown key", strings.Replace(good, alice[0], "PANDOUNKNOWNKEY", 1), 403, "InvalidAccessKeyId"},
+	} {
+		code, body, _ := e.curl(t, "", "-T", up, c.url)
+		if code != c.want || !strings.Contains(body, "<Code>"+c.code+"</Code>") {
+			t.Errorf("%s: %d %s, want %d %s", c.name, code, body, c.want, c.code)
+		}
+	}
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
 }

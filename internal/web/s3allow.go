@@ -44,8 +44,9 @@ const (
 )
 
 // Query parameters every operation takes: x-id is the operation's name,
-// which the AWS SDKs add to each request.
-var s3CommonParams = []string{"x-id"}
+// which the AWS SDKs add to each request; the X-Amz-* of a presigned URL.
+var s3CommonParams = []string{"x-id", "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
+	"X-Amz-Signature", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
 
 // The query parameters each operation takes, besides the common ones.
 var s3OpParams = map[s3Op][]string{
