@@ -249,7 +249,7 @@ type tlsCertRef struct {
 // PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
 // use and keeps in state/gateway.json. It returns a function that stops
 // them.
-func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys, smbPasswords string, nfsExports, nfsAllow []string) (func(), error) {
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys, smbPasswords string, nfsExports, nfsAllow, smbExports []string) (func(), error) {
 	var stops []func()
 	stop := func() {
 		for _, s := range stops {
@@ -283,7 +283,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
 			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
 		if proto == "smb" {
-			f.passwords = smbPasswords
+			f.passwords, f.exports = smbPasswords, smbExports
 			sf := smbFlags{gatewayFlags: f}
 			gw, smb, err := sf.start(g, creds)
 			if err != nil {
@@ -292,6 +292,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			}
 			stops = append(stops, func() { smb.Close(); gw.Close() })
 			fmt.Fprintf(cmd.OutOrStdout(), "smb gateway at smb://%s/%s\n", smb.Addr(), gw.Domain())
+			printSMBExports(cmd, smb)
 			continue
 		}
 		if proto == "nfs" && len(f.exports) == 0 {

@@ -148,6 +148,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		passwords, s3Keys     string
 		nfsExports, nfsAllow  []string
 		smbPasswords          string
+		smbExports            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -236,7 +237,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 			}
-			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, smbPasswords, nfsExports, nfsAllow)
+			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, smbPasswords, nfsExports, nfsAllow, smbExports)
 			if err != nil {
 				return err
 			}
@@ -262,6 +263,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringVar(&passwords, "passwords", "", "a password file for the gateways of --serve (pando serve passwd)")
 	cmd.Flags().StringVar(&s3Keys, "s3-keys", "", "the S3 access key file for --serve s3=ADDR (pando serve s3-key)")
 	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
+	cmd.Flags().StringSliceVar(&smbExports, "smb-export", nil, "folders --serve smb=ADDR serves as shares of their own: NAME=PATH (repeatable or comma-separated)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)

@@ -33,6 +33,13 @@ type smbGateway struct {
 // ("name:password") and starts pando serve smb.
 func startSMB(t *testing.T, d *domain, users ...string) *smbGateway {
 	t.Helper()
+	return startSMBWith(t, d, nil, users...)
+}
+
+// startSMBWith is startSMB with the further arguments extra of pando
+// serve smb (exports).
+func startSMBWith(t *testing.T, d *domain, extra []string, users ...string) *smbGateway {
+	t.Helper()
 	for _, tool := range []string{"smbclient", "/usr/sbin/smbd"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (./dev test installs samba, smbclient and libnss-wrapper)", tool)
@@ -57,8 +64,8 @@ func startSMB(t *testing.T, d *domain, users ...string) *smbGateway {
 		}
 	})
 	var m []string
-	s.p, m = start(t, `smb gateway \S+ of domain \S+ at smb://(\S+)/(\S+) `, nil, "--config", web, "serve", "smb",
-		"--listen", "127.0.0.1:0", "--cache-dir", s.cacheDir, "--passwords", pw)
+	s.p, m = start(t, `smb gateway \S+ of domain \S+ at smb://(\S+)/(\S+) `, nil, append([]string{"--config", web, "serve", "smb",
+		"--listen", "127.0.0.1:0", "--cache-dir", s.cacheDir, "--passwords", pw}, extra...)...)
 	s.addr, s.share = m[1], m[2]
 	return s
 }

@@ -40,6 +40,9 @@ type SMBConfig struct {
 	// Encrypt is Samba's "server smb encrypt": required (the default)
 	// or desired.
 	Encrypt string
+	// Exports are folders served as shares of their own, beside the
+	// domain's share (ParseSMBExports).
+	Exports []SMBExport
 }
 
 // SMB is a running Samba in front of a gateway.
@@ -92,6 +95,9 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 	if nss == "" {
 		return nil, errors.New("the SMB gateway needs nss_wrapper to give Samba its users without host accounts: install it (apt-get install libnss-wrapper)")
 	}
+	if err := checkSMBExports(g.Domain(), cfg.Exports); err != nil {
+		return nil, err
+	}
 	if cfg.Encrypt == "" {
 		cfg.Encrypt = "required"
 	}
@@ -137,7 +143,7 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 			os.Remove(filepath.Join(dir, "samba/pid", e.Name()))
 		}
 	}
-	if err := os.WriteFile(s.conf(), []byte(smbConf(dir, g.Domain(), ip, port, cfg.Encrypt)), 0o600); err != nil {
+	if err := os.WriteFile(s.conf(), []byte(smbConf(dir, g.Domain(), ip, port, cfg.Encrypt, cfg.Exports)), 0o600); err != nil {
 		return nil, err
 	}
 	if err := s.sync(); err != nil {
@@ -193,6 +199,9 @@ func (s *SMB) Users() []string {
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.mounts))
 }
+
+// Exports are the folders served as shares of their own.
+func (s *SMB) Exports() []SMBExport { return slices.Clone(s.cfg.Exports) }
 
 // Exited is closed when smbd has ended on its own.
 func (s *SMB) Exited() <-chan struct{} { return s.exited }
