@@ -141,10 +141,14 @@ func smbConf(dir, domain string, ip net.IP, port, encrypt string, exports []SMBE
 	w("smb2 leases", "no")
 	w("kernel oplocks", "no")
 	w("kernel share modes", "no")
-	// Files are what pando keeps: no DOS attributes in extended
-	// attributes, no NT ACLs made from modes. Rights are pando's.
-	w("store dos attributes", "no")
-	w("ea support", "no")
+	// DOS attributes (hidden, read-only, archive, the creation time)
+	// and a client's extended attributes are kept at the share as user.*
+	// extended attributes (user.DOSATTRIB, user.NAME), which the vfs
+	// carries to the share and every mount sees; without them Samba
+	// makes up attributes from modes and refuses EAs. No NT ACLs made
+	// from modes: rights are pando's.
+	w("store dos attributes", "yes")
+	w("ea support", "yes")
 	w("nt acl support", "no")
 	w("map archive", "no")
 	w("map hidden", "no")

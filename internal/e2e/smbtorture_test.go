@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smbtortureSuites are the suites of Samba's smbtorture that
+// TestSMBTorture runs against an exported folder, each bounded by its
+// time limit (on two shared cores; the whole run stays within ~5 min).
+var smbtortureSuites = []struct {
+	name  string
+	limit time.Duration
+}{
+	{"smb2.connect", 30 * time.Second},
+	{"smb2.read", 30 * time.Second},
+	{"smb2.create", 60 * time.Second},
+	{"smb2.dir", 180 * time.Second},
+	{"smb2.rename", 30 * time.Second},
+	{"smb2.lock", 60 * time.Second},
+	{"smb2.getinfo", 30 * time.Second},
+	{"smb2.setinfo", 30 * time.Second},
+}
+
+// smbtortureExpected is the list of subtests known to fail, each with
+// its reason; the list only shrinks.
+const smbtortureExpected = "testdata/smbtorture-expected-failures.txt"
+
+// TestSMBTorture runs smbtorture (Debian's samba-testsuite, --target=
+// samba3) against pando serve smb --export data=/d/data, as alice with
+// her password: every subtest passes but those of the list of expected
+// failures, each of which fails. A subtest that fails off the list, one
+// on the list that passes (take it off), a suite that ends before its
+// subtests are done or that outlives its limit, fail the test.
+func TestSMBTorture(t *testing.T) {
+	if _, err := exec.LookPath("smbtorture"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("smbtorture is not installed (./dev test installs samba-testsuite)")
+		}
+		t.Skip("smbtorture is not installed (./dev test installs samba-testsuite)")
+	}
+	expected := readExpectedFailures(t, smbtortureExpected)
+	d := newDomain(t, "d")
+	d.addShare("data")
+	d.addUser("alice")
+	d.pando(d.admin, "acl", "set", "/d/data", "alice", "rlidwka").ok()
+	s := startSMBWith(t, d, []string{"--export", "data=/d/data"}, "alice:alice-password")
+	said := func() bool { return strings.Contains(s.p.output(), "smb share /d/data at smb://"+s.addr+"/data\n") }
+	if !waitFor(5*time.Second, said) {
+		t.Fatalf("pando serve smb does not say where /d/data is served:\n%s", s.p.output())
+	}
+	host, port, _ := strings.Cut(s.addr, ":")
+	seen := map[string]bool{}
+	for _, suite := range smbtortureSuites {
+		ctx, cancel := context.WithTimeout(context.Background(), suite.limit)
+		cmd := exec.CommandContext(ctx, "smbtorture", "//"+host+"/data", "-p", port, "-U", "alice%alice-password",
+			"--client-protection=encrypt", "--target=samba3", "--format=subunit", "--fullname", suite.name)
+		cmd.Dir = s.work
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		results := subunitResults(string(out))
+		var pass, fail, skip []string
+		for _, r := range results {
+			seen[r.name] = true
+			why, listed := expected[r.name]
+			switch r.status {
+			case "success", "xfail":
+				pass = append(pass, r.name)
+				if listed {
+					t.Errorf("%s passes now, but is on %s (%s): take it off", r.name, smbtortureExpected, why)
+				}
+			case "skip":
+				skip = append(skip, r.name)
+			default:
+				fail = append(fail, r.name)
+				if !listed {
+					t.Errorf("%s: %s, and it is not on %s:\n%s", r.name, r.status, smbtortureExpected, r.detail)
+				}
+			}
+		}
+		t.Logf("%-13s %3d passed, %3d failed, %2d skipped, %s", suite.name, len(pass), len(fail), len(skip), time.Since(start).Round(time.Second))
+		if timedOut {
+			t.Errorf("%s did not end within %s:\n%s", suite.name, suite.limit, tail(string(out), 20))
+		} else if len(results) == 0 {
+			t.Errorf("%s reported no subtest (%v):\n%s", suite.name, err, tail(string(out), 20))
+		}
+	}
+	for name, why := range expected {
+		if !seen[name] {
+			t.Errorf("%s is on %s (%s) but did not run: take it off", name, smbtortureExpected, why)
+		}
+	}
+}
+
+// tortureResult is a subtest's outcome in smbtorture's subunit output.
+type tortureResult struct {
+	name, status, detail string
+}
+
+// subunitResults reads the outcomes of subunit (v1) output: "success:
+// NAME", "failure: NAME [", detail lines, "]", and the same for error,
+// skip and xfail. A subtest begun ("test: NAME") with no outcome is an
+// error.
+func subunitResults(out string) []tortureResult {
+	var rs []tortureResult
+	begun := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		kw, rest, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		if kw == "test" {
+			begun[strings.TrimSpace(rest)] = true
+			continue
+		}
+		if !slices.Contains([]string{"success", "successful", "failure", "error", "skip", "xfail", "uxsuccess"}, kw) {
+			continue
+		}
+		name, block := strings.CutSuffix(strings.TrimSpace(rest), " [")
+		name, _, _ = strings.Cut(name, " [")
+		var detail strings.Builder
+		if block {
+			for sc.Scan() && sc.Text() != "]" {
+				detail.WriteString(sc.Text() + "\n")
+			}
+		}
+		if kw == "successful" {
+			kw = "success"
+		}
+		if !begun[name] {
+			continue // a suite's own outcome, not a subtest's
+		}
+		delete(begun, name)
+		rs = append(rs, tortureResult{name: name, status: kw, detail: detail.String()})
+	}
+	for name := range begun {
+		rs = append(rs, tortureResult{name: name, status: "error", detail: "no outcome: smbtorture ended or was stopped during it"})
+	}
+	return rs
+}
+
+// readExpectedFailures reads a list of subtests known to fail: "NAME
+// reason" a line, # comments. A line without its reason fails the test.
+func readExpectedFailures(t *testing.T, file string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, why, _ := strings.Cut(line, " ")
+		if strings.TrimSpace(why) == "" {
+			t.Fatalf("%s:%d: %s has no reason", filepath.Base(file), i+1, name)
+		}
+		if _, dup := m[name]; dup {
+			t.Fatalf("%s:%d: %s is listed twice", filepath.Base(file), i+1, name)
+		}
+		m[name] = strings.TrimSpace(why)
+	}
+	return m
+}
