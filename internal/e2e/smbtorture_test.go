@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pando.dev/pando/internal/testenv"
 )
 
 // smbtortureSuites are the suites of Samba's smbtorture that
@@ -33,10 +36,13 @@ var smbtortureSuites = []struct {
 // its reason; the list only shrinks.
 const smbtortureExpected = "testdata/smbtorture-expected-failures.txt"
 
-// TestSMBTorture runs smbtorture (Debian's samba-testsuite, --target=
-// samba3) against pando serve smb --export data=/d/data, as alice with
-// her password: every subtest passes but those of the list of expected
-// failures, each of which fails. A subtest that fails off the list, one
+// TestSMBTorture checks that a file or folder made, a mount removed or
+// renamed at the domain share's root is refused as Windows refuses it
+// (NT_STATUS_ACCESS_DENIED, NT_STATUS_NOT_SAME_DEVICE), and runs
+// smbtorture (Debian's samba-testsuite, --target=samba3) against pando
+// serve smb --export data=/d/data, as alice with her password: every
+// subtest passes but those of the list of expected failures, each of
+// which fails. A subtest that fails off the list, one
 // on the list that passes (take it off), a suite that ends before its
 // subtests are done or that outlives its limit, fail the test.
 func TestSMBTorture(t *testing.T) {
@@ -48,13 +54,27 @@ func TestSMBTorture(t *testing.T) {
 	}
 	expected := readExpectedFailures(t, smbtortureExpected)
 	d := newDomain(t, "d")
-	d.addShare("data")
+	root := d.addShare("data")
 	d.addUser("alice")
 	d.pando(d.admin, "acl", "set", "/d/data", "alice", "rlidwka").ok()
 	s := startSMBWith(t, d, []string{"--export", "data=/d/data"}, "alice:alice-password")
 	said := func() bool { return strings.Contains(s.p.output(), "smb share /d/data at smb://"+s.addr+"/data\n") }
 	if !waitFor(5*time.Second, said) {
 		t.Fatalf("pando serve smb does not say where /d/data is served:\n%s", s.p.output())
+	}
+	// The domain's share: its root holds the domain's mounts, not
+	// files; what cannot be done there is refused with the status
+	// Windows gives, and nothing changes.
+	os.WriteFile(filepath.Join(s.work, "f.txt"), []byte("f\n"), 0o644)
+	before := testenv.Tree(t, root)
+	for c, want := range map[string]string{`put f.txt new.txt`: "NT_STATUS_ACCESS_DENIED", `mkdir newdir`: "NT_STATUS_ACCESS_DENIED",
+		`rmdir data`: "NT_STATUS_ACCESS_DENIED", `rename data moved`: "NT_STATUS_NOT_SAME_DEVICE"} {
+		if out := s.client("alice%alice-password", c); !strings.Contains(out, want) {
+			t.Errorf("%s at the domain share's root: %s, want %s", c, strings.TrimSpace(out), want)
+		}
+	}
+	if after := testenv.Tree(t, root); !maps.Equal(before, after) {
+		t.Errorf("refused changes at the domain share's root changed the share")
 	}
 	host, port, _ := strings.Cut(s.addr, ":")
 	seen := map[string]bool{}
