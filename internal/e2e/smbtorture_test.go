@@ -88,9 +88,10 @@ func TestSMBTorture(t *testing.T) {
 		timedOut := ctx.Err() != nil
 		cancel()
 		results := subunitResults(string(out))
+		ran := map[string]bool{}
 		var pass, fail, skip []string
 		for _, r := range results {
-			seen[r.name] = true
+			seen[r.name], ran[r.name] = true, true
 			why, listed := expected[r.name]
 			switch r.status {
 			case "success", "xfail":
@@ -100,6 +101,8 @@ func TestSMBTorture(t *testing.T) {
 				}
 			case "skip":
 				skip = append(skip, r.name)
+				why, _, _ := strings.Cut(strings.TrimSpace(r.detail), "\n")
+				t.Logf("%s skipped by smbtorture: %s", r.name, why)
 			default:
 				fail = append(fail, r.name)
 				if !listed {
@@ -113,12 +116,37 @@ func TestSMBTorture(t *testing.T) {
 		} else if len(results) == 0 {
 			t.Errorf("%s reported no subtest (%v):\n%s", suite.name, err, tail(string(out), 20))
 		}
+		for _, name := range tortureList(t, suite.name) {
+			if !ran[name] {
+				t.Errorf("%s has no outcome: smbtorture lists it in %s but did not report it", name, suite.name)
+			}
+		}
 	}
 	for name, why := range expected {
 		if !seen[name] {
 			t.Errorf("%s is on %s (%s) but did not run: take it off", name, smbtortureExpected, why)
 		}
 	}
+}
+
+// tortureList names the subtests of suite as smbtorture reports them:
+// --list gives each as TESTCASE.TEST, whose outcome is TESTCASE's.
+func tortureList(t *testing.T, suite string) []string {
+	t.Helper()
+	out, err := exec.Command("smbtorture", "--fullname", "--list", suite).Output()
+	if err != nil {
+		t.Fatalf("smbtorture --list %s: %v", suite, err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if i := strings.LastIndexByte(line, '.'); i > 0 && strings.HasPrefix(line, suite+".") {
+			names = append(names, line[:i])
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("smbtorture --list %s names no subtest:\n%s", suite, out)
+	}
+	return names
 }
 
 // tortureResult is a subtest's outcome in smbtorture's subunit output.
