@@ -116,7 +116,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 		Short: "List the shares registered with the controller",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			shares, err := c.ShareList(cmd.Context())
+			shares, err := c.Admin().ShareList(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -146,6 +146,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		lf                    limitFlags
 		serve                 []string
 		passwords, s3Keys     string
+		s3Buckets             string
 		nfsExports, nfsAllow  []string
 		smbPasswords          string
 		smbExports            []string
@@ -193,7 +194,6 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			if err != nil {
 				return err
 			}
-			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
 			var shares []*share.Running
 			defer func() {
 				for _, s := range shares {
@@ -213,11 +213,16 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				}
 				shares = append(shares, s)
 				prefix := "/" + c.Domain() + "/" + name
-				if err := cl.MountAdd(ctx, prefix, name, ""); err != nil && !errors.Is(err, fs.ErrExist) {
+				if err := cl.Admin().MountAdd(ctx, prefix, name, ""); err != nil && !errors.Is(err, fs.ErrExist) {
 					return err
 				}
 				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)
 			}
+			// The configuration is written once every share is registered
+			// and mounted: pando wait, which waits for it and then for the
+			// shares the controller knows, would otherwise see the first
+			// share alone.
+			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
 			if mountDir != "" {
 				if !cmd.Flags().Changed("cache-dir") {
 					mf.cacheDir = filepath.Join(state, "cache")
@@ -237,7 +242,9 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 			}
-			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, smbPasswords, nfsExports, nfsAllow, smbExports)
+			stopGateways, err := upGateways(cmd, g, cl, admin, state, upServe{specs: serve, passwords: passwords,
+				s3Keys: s3Keys, s3Buckets: s3Buckets, smbPasswords: smbPasswords, nfsExports: nfsExports, nfsAllow: nfsAllow,
+				smbExports: smbExports, consistency: mf.consistency})
 			if err != nil {
 				return err
 			}
@@ -262,6 +269,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringSliceVar(&nfsAllow, "nfs-allow", nil, "client networks of --serve nfs=ADDR (default: loopback only)")
 	cmd.Flags().StringVar(&passwords, "passwords", "", "a password file for the gateways of --serve (pando serve passwd)")
 	cmd.Flags().StringVar(&s3Keys, "s3-keys", "", "the S3 access key file for --serve s3=ADDR (pando serve s3-key)")
+	cmd.Flags().StringVar(&s3Buckets, "s3-buckets", "", "the folder whose folders are the buckets of --serve s3=ADDR, made and removed over S3 (see pando serve s3 --buckets)")
 	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
 	cmd.Flags().StringSliceVar(&smbExports, "smb-export", nil, "folders --serve smb=ADDR serves as shares of their own: NAME=PATH (repeatable or comma-separated)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")

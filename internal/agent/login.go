@@ -119,11 +119,19 @@ func (a *Agent) serveLogins() error {
 	}
 	a.logins = loginState{users: make(map[uint32]*userLogin), sock: sock, pool: pool, stop: make(chan struct{})}
 	go a.recheckLogins(a.logins.stop)
+	a.logins.srv = a.loginServer()
+	go a.logins.srv.Serve(ln)
+	return nil
+}
+
+// loginServer answers on the login socket (Client's calls), each request
+// with the uid of the process that connected.
+func (a *Agent) loginServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login", a.handleLogin)
 	mux.HandleFunc("POST /logout", a.handleLogout)
 	mux.HandleFunc("GET /logins", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.Logins()) })
-	a.logins.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			uid, ok := peerUid(c)
 			if !ok {
@@ -131,8 +139,6 @@ func (a *Agent) serveLogins() error {
 			}
 			return context.WithValue(ctx, peerKey{}, uid)
 		}}
-	go a.logins.srv.Serve(ln)
-	return nil
 }
 
 // peerUid is the uid of the process at the other end of c (SO_PEERCRED).
@@ -267,7 +273,7 @@ func (a *Agent) login(ctx context.Context, uid uint32, req LoginRequest) (string
 		return "", fmt.Errorf("%w: %w", ErrLogin, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	who, err := p.Client().WhoAmI(wctx)
+	who, err := p.Client().Admin().WhoAmI(wctx)
 	cancel()
 	if err != nil {
 		p.Close()
@@ -364,7 +370,7 @@ func (a *Agent) recheckLogins(stop <-chan struct{}) {
 		a.logins.mu.Unlock()
 		for uid, u := range users {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := u.p.Client().WhoAmI(ctx)
+			_, err := u.p.Client().Admin().WhoAmI(ctx)
 			cancel()
 			if c := wire.CodeOf(err); c == wire.CodeTokenRevoked || c == wire.CodeNotRegistered {
 				a.cfg.Log.Info("a logged-in user was revoked; their login and cache are removed", "uid", uid, "principal", u.principal, "err", err)

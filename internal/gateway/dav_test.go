@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
@@ -162,7 +163,7 @@ func TestWebDAVGridLock(t *testing.T) {
 	os.WriteFile(lock, []byte(`<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>alice</D:owner></D:lockinfo>`), 0o644)
 
 	// Another agent: a second gateway with its own cache, for alice.
-	cons, _ := vfs.ParseConsistency("window=1s")
+	cons, _ := consistency.Parse("window=1s")
 	other, err := New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "other"), MemoryBytes: 16 << 20, DiskBytes: 1 << 30},
 		VFS: vfs.Options{Consistency: cons}})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
@@ -42,7 +43,7 @@ func newEnv(t *testing.T, dav bool) *env {
 	ctx := context.Background()
 	admin := d.Client(d.Admin)
 	for _, u := range []string{"alice", "bob"} {
-		r, err := admin.UserAdd(ctx, u, nil)
+		r, err := admin.Admin().UserAdd(ctx, u, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,15 +55,15 @@ func newEnv(t *testing.T, dav bool) *env {
 			t.Fatal(err)
 		}
 	}
-	if err := admin.ACLSet(ctx, "/d/data", []wire.ACLEntry{{Who: "alice", Rights: "rlidwk"}, {Who: "bob", Rights: "rl"}}, false); err != nil {
+	if err := admin.Admin().ACLSet(ctx, "/d/data", []wire.ACLEntry{{Who: "alice", Rights: "rlidwk"}, {Who: "bob", Rights: "rl"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	r, err := admin.GatewayAdd(ctx, "web")
+	r, err := admin.Admin().GatewayAdd(ctx, "web")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.gwCfg = &config.Config{Domain: "d", Controller: d.Admin.Controller, User: "web", CA: string(r.CA), Cert: string(r.Cert), Key: string(r.Key)}
-	cons, _ := vfs.ParseConsistency("window=1s")
+	cons, _ := consistency.Parse("window=1s")
 	wm, _ := vfs.ParseWriteMode("close")
 	e.g, err = New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "cache"), MemoryBytes: 64 << 20, DiskBytes: 1 << 30},
 		VFS: vfs.Options{Consistency: cons, Write: wm}})
@@ -115,7 +116,12 @@ func (e *env) serveClear(t *testing.T, dav bool) string {
 }
 
 // startS3 starts the gateway's S3 front end, with a key for each user.
-func (e *env) startS3(t *testing.T) {
+func (e *env) startS3(t *testing.T) { e.startS3Buckets(t, "", false) }
+
+// startS3Buckets starts the S3 front end with the buckets below the
+// global path buckets ("" for the domain's mounts), in clear text if
+// clear (as --insecure serves on loopback).
+func (e *env) startS3Buckets(t *testing.T, buckets string, clear bool) {
 	t.Helper()
 	e.s3keys = map[string][2]string{}
 	file := filepath.Join(e.dir, "s3keys")
@@ -131,10 +137,14 @@ func (e *env) startS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln := listen(t)
-	if err := e.g.StartS3(ln, &e.cert, keys, "s3.localhost"); err != nil {
+	cert, scheme := &e.cert, "https://"
+	if clear {
+		cert, scheme = nil, "http://"
+	}
+	if err := e.g.StartS3(ln, cert, S3Options{Keys: keys, HostSuffix: "s3.localhost", Buckets: buckets}); err != nil {
 		t.Fatal(err)
 	}
-	e.s3url = "https://" + ln.Addr().String()
+	e.s3url = scheme + ln.Addr().String()
 }
 
 // curl runs curl with args (after the TLS and output options) as user
