@@ -22,9 +22,11 @@ import (
 // SMB: the gateway runs Debian's Samba (smbd and samba-dcerpcd), with a
 // configuration of its own, over one FUSE mount per SMB user of that
 // user's own vfs (the gateway acting for the user, as for every other
-// protocol). Samba's share of the domain has path MNT/%U/<domain>: a
-// user who signed in reaches only their own mount, and every request
-// there is made at the shares with their rights. Samba acts as root
+// protocol). Samba's share of the domain has path MNT/%U/<domain>, and
+// that of each export (a folder served as a share of its own) path
+// MNT/%U/<global path>: a user who signed in reaches only their own
+// mount, and every request there is made at the shares with their
+// rights. Samba acts as root
 // inside the mount (force user): the mount admits only the uid that
 // mounted it, and pando's rights, not Unix modes, decide. Samba's users
 // exist for Samba alone: the passwd file it sees is the gateway's
