@@ -392,7 +392,8 @@ func TestSMBClient(t *testing.T) {
 
 // TestSMBGatewayKilled: a gateway killed (SIGKILL) takes Samba with it,
 // and the next one starts over the dead mounts it left; a user's mistakes
-// with pando serve smb and smb-passwd get one sentence each; users added,
+// with pando serve smb (a bad --export among them) and smb-passwd get one
+// sentence each; users added,
 // changed and removed in the password file are followed.
 func TestSMBGatewayKilled(t *testing.T) {
 	d := newDomain(t, "d")
@@ -407,6 +408,10 @@ func TestSMBGatewayKilled(t *testing.T) {
 	d.pando(alice, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "alice@d", "--gateway")
 	d.pando(web, "serve", "smb", "--listen", "localhost:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "IP address")
 	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw, "--encrypt", "off").fails(1, "required or desired")
+	for _, ex := range [][2]string{{"da/ta=/d/data", "share name"}, {"IPC$=/d/data", "keeps for itself"}, {"data=/e/data", "clean global path"},
+		{"data=/d/../etc", "clean global path"}, {"data", "NAME=PATH"}} {
+		d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw, "--export", ex[0]).fails(2, ex[1])
+	}
 	os.Chmod(pw, 0o644)
 	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "chmod 600")
 	os.Chmod(pw, 0o600)
