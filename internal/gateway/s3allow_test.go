@@ -174,6 +174,7 @@ func TestS3UploadPartCopy(t *testing.T) {
 	src := filepath.Join(e.root, "src.bin")
 	testenv.MakeFile(t, src, 6<<20+5)
 	srcBytes, _ := os.ReadFile(src)
+	os.WriteFile(filepath.Join(e.root, "what?.txt"), []byte("questioned"), 0o644)
 	alice, bob := e.s3keys["alice"], e.s3keys["bob"]
 	now := time.Now()
 	code, out := e.s3Do(t, "POST", "/data/joined.bin?uploads", alice[0], alice[1], nil, "", now)
@@ -197,8 +198,13 @@ func TestS3UploadPartCopy(t *testing.T) {
 	if code != 416 || !strings.Contains(out, "<Code>InvalidRange</Code>") {
 		t.Errorf("UploadPartCopy of a range past the end: %d %s", code, out)
 	}
+	// A key with a ? in it, sent as %3F in x-amz-copy-source.
+	code, out = e.s3Do(t, "PUT", "/data/joined.bin?partNumber=4&uploadId="+id, alice[0], alice[1], nil, "", now, "X-Amz-Copy-Source", "/data/what%3F.txt")
+	if code != 200 || strings.ReplaceAll(between(out, "<ETag>", "</ETag>"), "&#34;", `"`) != `"`+hex.EncodeToString(md5sum([]byte("questioned")))+`"` {
+		t.Errorf("UploadPartCopy of a key with a ?: %d %s", code, out)
+	}
 	if code, out = e.s3Do(t, "GET", "/data/joined.bin?uploadId="+id, alice[0], alice[1], nil, "", now); code != 200 ||
-		strings.Count(out, "<Part>") != 2 || !strings.Contains(out, "<Size>10</Size>") {
+		strings.Count(out, "<Part>") != 3 || !strings.Contains(out, "<Size>10</Size>") {
 		t.Errorf("ListParts: %d %s", code, out)
 	}
 	if code, out = e.s3Do(t, "GET", "/data?uploads", alice[0], alice[1], nil, "", now); code != 200 || !strings.Contains(out, "<UploadId>"+id+"</UploadId>") {
@@ -209,6 +215,12 @@ func TestS3UploadPartCopy(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.root, "joined.bin")); err == nil {
 		t.Fatal("the object exists before the upload is complete")
+	}
+	// Every part but the last must have 5 MiB.
+	small := []byte(`<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>` + etag2 + `</ETag></Part><Part><PartNumber>3</PartNumber><ETag>` + etag1 + `</ETag></Part></CompleteMultipartUpload>`)
+	if code, out = e.s3Do(t, "POST", "/data/joined.bin?uploadId="+id, alice[0], alice[1], small, "", now); code != 400 || !strings.Contains(out, "<Code>EntityTooSmall</Code>") &&
+		!strings.Contains(out, "<Code>InvalidPart</Code>") {
+		t.Errorf("completing with a small part first: %d %s", code, out)
 	}
 	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>` + etag1 + `</ETag></Part><Part><PartNumber>2</PartNumber><ETag>` + etag2 + `</ETag></Part></CompleteMultipartUpload>`)
 	if code, out = e.s3Do(t, "POST", "/data/joined.bin?uploadId="+id, alice[0], alice[1], complete, "", now); code != 200 {

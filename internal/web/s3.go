@@ -54,7 +54,8 @@ type S3 struct {
 const (
 	maxObject    = 5 << 30 // a PUT or a part, as S3's
 	maxParts     = 10000
-	maxUploads   = 100 // multipart uploads under way per user
+	minPart      = 5 << 20 // every part of an upload but the last, as S3's
+	maxUploads   = 100     // multipart uploads under way per user
 	maxListWalk  = 100_000
 	maxS3XML     = 1 << 20
 	uploadLife   = 24 * time.Hour

@@ -23,11 +23,12 @@ import (
 // x-amz-copy-source-if-* conditions against it; it returns the open file
 // and the source's bucket and key.
 func (q *s3Req) copySource() (f *File, bucket, key string, err error) {
-	src := q.r.Header.Get("X-Amz-Copy-Source")
+	// The query is cut before the key is unescaped: a key may hold a
+	// ? (sent as %3F).
+	src, query, _ := strings.Cut(q.r.Header.Get("X-Amz-Copy-Source"), "?")
 	if u, err := url.PathUnescape(src); err == nil {
 		src = u
 	}
-	src, query, _ := strings.Cut(src, "?")
 	if query != "" {
 		vals, _ := url.ParseQuery(query)
 		if len(vals) != 1 || !vals.Has("versionId") {

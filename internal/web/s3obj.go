@@ -486,7 +486,7 @@ func (q *s3Req) complete(id string, u *upload) error {
 	all := md5.New()
 	prev := 0
 	var bad error
-	for _, p := range req.Parts {
+	for i, p := range req.Parts {
 		sum, ok := u.parts[p.PartNumber]
 		switch {
 		case p.PartNumber <= prev:
@@ -502,6 +502,11 @@ func (q *s3Req) complete(id string, u *upload) error {
 		f, err := os.Open(filepath.Join(u.dir, fmt.Sprintf("part-%05d", p.PartNumber)))
 		if err != nil {
 			bad = err
+			break
+		}
+		if fi, err := f.Stat(); err == nil && fi.Size() < minPart && i < len(req.Parts)-1 {
+			f.Close()
+			bad = s3Errf(http.StatusBadRequest, "EntityTooSmall", "part %d is %d bytes; every part but the last must have at least %d", p.PartNumber, fi.Size(), minPart)
 			break
 		}
 		files = append(files, f)
