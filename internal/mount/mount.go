@@ -292,7 +292,7 @@ func (m *Mount) track(f *file) *file {
 // flushOpen sends what the open files of n hold unsent.
 func (m *Mount) flushOpen(ctx context.Context, n *node) error {
 	m.mu.Lock()
-	var dirty []*vfs.Handle
+	var dirty []*vfs.File
 	for f := range m.files {
 		if f.n == n && f.h.Dirty() {
 			dirty = append(dirty, f.h)

@@ -51,7 +51,7 @@ func (q *s3Req) get() error {
 	}
 	defer f.Close()
 	a := f.Attr()
-	if f.h == nil {
+	if f.vf == nil {
 		if !strings.HasSuffix(q.key, "/") {
 			return s3Errf(http.StatusNotFound, "NoSuchKey", "%s is a directory; list it with the prefix %s/", q.key, q.key)
 		}
@@ -60,7 +60,7 @@ func (q *s3Req) get() error {
 		q.w.Header().Set("Last-Modified", time.Unix(0, a.Mtime).UTC().Format(http.TimeFormat))
 		return nil
 	}
-	if f.back != nil {
+	if f.Direct() {
 		q.s.c.Direct.Add(1)
 	}
 	q.w.Header().Set("ETag", q.etag(p, a))
@@ -163,7 +163,7 @@ func (q *s3Req) copy() error {
 		return err
 	}
 	defer f.Close()
-	if f.h == nil {
+	if f.vf == nil {
 		return s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q is a directory", src)
 	}
 	h := md5.New()
