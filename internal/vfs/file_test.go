@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
@@ -26,7 +27,7 @@ func TestFileDirectReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v, _, _ := runAgent(t, d, t.TempDir(), Consistency{Mode: Window, Period: time.Minute})
+	v, _, _ := runAgent(t, d, t.TempDir(), consistency.Consistency{Mode: consistency.ModeWindow, Period: time.Minute})
 	ctx := context.Background()
 	open := func(name string) *File {
 		t.Helper()
