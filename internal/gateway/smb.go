@@ -22,9 +22,11 @@ import (
 // SMB: the gateway runs Debian's Samba (smbd and samba-dcerpcd), with a
 // configuration of its own, over one FUSE mount per SMB user of that
 // user's own vfs (the gateway acting for the user, as for every other
-// protocol). Samba's share of the domain has path MNT/%U/<domain>: a
-// user who signed in reaches only their own mount, and every request
-// there is made at the shares with their rights. Samba acts as root
+// protocol). Samba's share of the domain has path MNT/%U/<domain>, and
+// that of each export (a folder served as a share of its own) path
+// MNT/%U/<global path>: a user who signed in reaches only their own
+// mount, and every request there is made at the shares with their
+// rights. Samba acts as root
 // inside the mount (force user): the mount admits only the uid that
 // mounted it, and pando's rights, not Unix modes, decide. Samba's users
 // exist for Samba alone: the passwd file it sees is the gateway's
@@ -40,6 +42,9 @@ type SMBConfig struct {
 	// Encrypt is Samba's "server smb encrypt": required (the default)
 	// or desired.
 	Encrypt string
+	// Exports are folders served as shares of their own, beside the
+	// domain's share (ParseSMBExports).
+	Exports []SMBExport
 }
 
 // SMB is a running Samba in front of a gateway.
@@ -49,14 +54,14 @@ type SMB struct {
 	dir  string // the gateway's smb directory
 	addr string
 
-	mu     sync.Mutex
-	mounts map[string]*mount.Mount
-	users  []SMBUser
-	mod    time.Time
-	procs  []*exec.Cmd
-	exited chan struct{} // closed when smbd ends
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	mounts  map[string]*mount.Mount
+	passwd  *secretFile[*smbPasswd]
+	applied *smbPasswd // the version of the password file served
+	procs   []*exec.Cmd
+	exited  chan struct{} // closed when smbd ends
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // Samba's programs, as Debian installs them.
@@ -92,6 +97,9 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 	if nss == "" {
 		return nil, errors.New("the SMB gateway needs nss_wrapper to give Samba its users without host accounts: install it (apt-get install libnss-wrapper)")
 	}
+	if err := checkSMBExports(g.Domain(), cfg.Exports); err != nil {
+		return nil, err
+	}
 	if cfg.Encrypt == "" {
 		cfg.Encrypt = "required"
 	}
@@ -122,7 +130,8 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
 	}
 	s := &SMB{g: g, cfg: cfg, dir: dir, addr: net.JoinHostPort(host, port), mounts: map[string]*mount.Mount{},
-		exited: make(chan struct{}), stop: make(chan struct{})}
+		passwd: openSMBPasswd(cfg.Passwords), exited: make(chan struct{}), stop: make(chan struct{})}
+	s.passwd.tell(g.cfg.Log)
 	for _, d := range []string{"mnt", "samba", "samba/private", "samba/lock", "samba/state", "samba/cache", "samba/pid", "samba/ncalrpc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("the gateway's cache directory: %w", err)
@@ -137,7 +146,7 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 			os.Remove(filepath.Join(dir, "samba/pid", e.Name()))
 		}
 	}
-	if err := os.WriteFile(s.conf(), []byte(smbConf(dir, g.Domain(), ip, port, cfg.Encrypt)), 0o600); err != nil {
+	if err := os.WriteFile(s.conf(), []byte(smbConf(dir, g.Domain(), ip, port, cfg.Encrypt, cfg.Exports)), 0o600); err != nil {
 		return nil, err
 	}
 	if err := s.sync(); err != nil {
@@ -194,6 +203,9 @@ func (s *SMB) Users() []string {
 	return slices.Sorted(maps.Keys(s.mounts))
 }
 
+// Exports are the folders served as shares of their own.
+func (s *SMB) Exports() []SMBExport { return slices.Clone(s.cfg.Exports) }
+
 // Exited is closed when smbd has ended on its own.
 func (s *SMB) Exited() <-chan struct{} { return s.exited }
 
@@ -245,26 +257,18 @@ func (s *SMB) watch() {
 
 // sync makes Samba's users and the mounts those of the password file.
 func (s *SMB) sync() error {
-	fi, err := os.Stat(s.cfg.Passwords)
+	pw, err := s.passwd.load()
 	if err != nil {
-		return fmt.Errorf("the SMB password file: %w", err)
+		return err
 	}
 	s.mu.Lock()
-	same := fi.ModTime().Equal(s.mod)
+	same := pw == s.applied
 	s.mu.Unlock()
 	if same {
 		return nil
 	}
-	users, err := ReadSMBUsers(s.cfg.Passwords)
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(s.cfg.Passwords)
-	if err != nil {
-		return err
-	}
 	want := map[string]bool{}
-	for _, u := range users {
+	for _, u := range pw.users {
 		want[u.Name] = true
 	}
 	s.mu.Lock()
@@ -276,7 +280,7 @@ func (s *SMB) sync() error {
 		}
 	}
 	var served []SMBUser
-	for _, u := range users {
+	for _, u := range pw.users {
 		if s.mounts[u.Name] == nil {
 			if err := s.mountLocked(u.Name); err != nil {
 				s.g.cfg.Log.Warn("an SMB user is not served", "user", u.Name, "err", err)
@@ -287,13 +291,13 @@ func (s *SMB) sync() error {
 	}
 	// Samba learns of a user once the mount is up, and forgets one
 	// before it goes.
-	if err := writeSambaUsers(filepath.Join(s.dir, "samba"), served, raw); err != nil {
+	if err := writeSambaUsers(filepath.Join(s.dir, "samba"), served, pw.raw); err != nil {
 		return err
 	}
 	for _, name := range gone {
 		s.unmountLocked(name)
 	}
-	s.users, s.mod = served, fi.ModTime()
+	s.applied = pw
 	return nil
 }
 

@@ -40,14 +40,18 @@ const (
 	opCompleteUpload
 	opAbortUpload
 	opListParts
+	opListVersions
 )
 
 // Query parameters every operation takes: x-id is the operation's name,
-// which the AWS SDKs add to each request.
-var s3CommonParams = []string{"x-id"}
+// which the AWS SDKs add to each request; the X-Amz-* of a presigned URL.
+var s3CommonParams = []string{"x-id", "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
+	"X-Amz-Signature", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
 
 // The query parameters each operation takes, besides the common ones.
 var s3OpParams = map[s3Op][]string{
+	opListBuckets:         {"max-buckets", "continuation-token", "prefix", "bucket-region"},
+	opListVersions:        {"versions", "prefix", "delimiter", "encoding-type", "max-keys", "key-marker", "version-id-marker"},
 	opListObjects:         {"list-type", "prefix", "delimiter", "encoding-type", "max-keys", "marker", "continuation-token", "start-after", "fetch-owner"},
 	opListUploads:         {"uploads", "prefix", "delimiter", "encoding-type", "max-uploads", "key-marker", "upload-id-marker"},
 	opGetObject:           {"versionId", "response-content-type", "response-content-language", "response-expires", "response-cache-control", "response-content-disposition", "response-content-encoding"},
@@ -76,7 +80,6 @@ var s3RefusedHeaders = []struct{ name, why string }{
 	{"X-Amz-Object-Lock-Mode", "object lock is not served"},
 	{"X-Amz-Object-Lock-Retain-Until-Date", "object lock is not served"},
 	{"X-Amz-Object-Lock-Legal-Hold", "object lock is not served"},
-	{"X-Amz-Bypass-Governance-Retention", "object lock is not served"},
 	{"X-Amz-Tagging", "object tags are not kept"},
 	{"X-Amz-Website-Redirect-Location", "website redirects are not served"},
 	{"X-Amz-Write-Offset-Bytes", "appending to an object is not served"},
@@ -135,6 +138,8 @@ func s3BucketOp(method string, has func(string) bool) s3Op {
 			return opGetBucketVersioning
 		case has("uploads"):
 			return opListUploads
+		case has("versions"):
+			return opListVersions
 		case !hasSubresource(has):
 			return opListObjects
 		}

@@ -44,7 +44,7 @@ func (q *s3Req) copySource() (f *File, bucket, key string, err error) {
 	if err := checkKey(key); err != nil || strings.HasSuffix(key, "/") {
 		return nil, "", "", s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q names no object", src)
 	}
-	sp := path.Join("/", q.s.domain, bucket, key)
+	sp := path.Join(q.s.root, bucket, key)
 	f, err = OpenFile(q.ctx, q.v, sp, syscall.O_RDONLY, 0)
 	if err != nil {
 		return nil, "", "", err
@@ -80,15 +80,16 @@ func (q *s3Req) preconditions(prefix, p string, a wire.Attr) error {
 	} else if t, ok := date("If-Unmodified-Since"); ok && mtime.After(t) {
 		return failed
 	}
+	notModified := failed
+	if prefix == "" && (q.r.Method == http.MethodGet || q.r.Method == http.MethodHead) {
+		notModified = &s3Error{http.StatusNotModified, "NotModified", "not modified"}
+	}
 	if m := h.Get(prefix + "If-None-Match"); m != "" {
 		if etagIn(m, etag) {
-			if prefix == "" && (q.r.Method == http.MethodGet || q.r.Method == http.MethodHead) {
-				return &s3Error{http.StatusNotModified, "NotModified", "not modified"}
-			}
-			return failed
+			return notModified
 		}
 	} else if t, ok := date("If-Modified-Since"); ok && !mtime.After(t) {
-		return failed
+		return notModified
 	}
 	return nil
 }
