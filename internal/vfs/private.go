@@ -51,6 +51,11 @@ func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Optio
 	return p, nil
 }
 
+// Client is the private client: for what a runner asks the domain in
+// the person's name besides the file system (who they are, ACLs, the
+// list of shares, RPC counts).
+func (p *Private) Client() *client.Client { return p.cl }
+
 // Cache is the private cache.
 func (p *Private) Cache() *cache.Cache { return p.ch }
 
