@@ -411,7 +411,7 @@ func TestS3Metadata(t *testing.T) {
 	}
 	b := make([]byte, 4096)
 	n, err := unix.Getxattr(filepath.Join(e.root, "m.txt"), "user.s3.meta", b)
-	if err != nil || !strings.Contains(string(b[:n]), `"X-Amz-Meta-Color":"blue"`) {
+	if err != nil || !strings.Contains(string(b[:n]), `"x-amz-meta-color":"blue"`) {
 		t.Errorf("user.s3.meta at the share: %q %v", b[:max(n, 0)], err)
 	}
 	if code, out, _ := do("PUT", "/data/gz.txt", []byte("zipped"), "Content-Encoding", "gzip"); code != 200 {

@@ -37,8 +37,9 @@ func requestMeta(h http.Header) (s3Meta, error) {
 		}
 		c := http.CanonicalHeaderKey(name)
 		if strings.HasPrefix(c, "X-Amz-Meta-") {
+			// S3 keeps and answers user metadata names in lower case.
 			user += len(c) - len("X-Amz-Meta-") + len(vals[0])
-			m[c] = vals[0]
+			m[strings.ToLower(c)] = vals[0]
 			continue
 		}
 		for _, k := range s3KeptHeaders {
@@ -58,7 +59,7 @@ func requestMeta(h http.Header) (s3Meta, error) {
 			if len(keep) == 0 {
 				delete(m, c)
 			} else {
-				m[c] = strings.Join(keep, ",")
+				m[c] = strings.Join(keep, ", ")
 			}
 		}
 	}
@@ -104,7 +105,10 @@ func (q *s3Req) writeMeta(m s3Meta) http.ResponseWriter {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if k == http.CanonicalHeaderKey(k) && k != "Content-Encoding" && (strings.HasPrefix(k, "X-Amz-Meta-") || isKept(k)) {
+		switch {
+		case strings.HasPrefix(k, "x-amz-meta-") && !strings.ContainsAny(k, " \r\n:"):
+			q.w.Header()[k] = []string{m[k]} // as kept: lower case
+		case k != "Content-Encoding" && isKept(k):
 			q.w.Header().Set(k, m[k])
 		}
 	}
