@@ -140,6 +140,11 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 		{[]string{"If-Modified-Since", "Mon, 01 Jan 2100 00:00:00 GMT"}, 304, ""},
 		{[]string{"Range", "bytes=100-200"}, 416, "InvalidRange"},
 	} {
+		if c.want == 304 {
+			if _, _, h := e.s3DoH(t, "GET", "/data/fresh.txt", alice[0], alice[1], nil, "", now, c.hdr...); h.Get("ETag") != freshETag {
+				t.Errorf("a 304 (%v) has not the object's ETag: %v", c.hdr, h)
+			}
+		}
 		code, out := e.s3Do(t, "GET", "/data/fresh.txt", alice[0], alice[1], nil, "", now, c.hdr...)
 		if code != c.want || (c.code != "" && !strings.Contains(out, "<Code>"+c.code+"</Code>")) || (c.code == "" && out != "") {
 			t.Errorf("GET with %v: %d %q, want %d %s", c.hdr, code, out, c.want, c.code)

@@ -205,7 +205,7 @@ func (q *s3Req) list(op s3Op, vals url.Values) error {
 	}
 	items = items[i:]
 	truncated := len(items) > max && max > 0
-	if truncated {
+	if len(items) > max {
 		items = items[:max]
 	}
 	esc := func(s string) string {
@@ -250,6 +250,11 @@ func (q *s3Req) list(op s3Op, vals url.Values) error {
 		CommonPrefixes        []s3Prefix `xml:"CommonPrefixes"`
 	}{NS: s3XMLNS, Name: q.bucket, Prefix: esc(prefix), Delimiter: esc(delimiter), MaxKeys: max, EncodingType: enc,
 		IsTruncated: truncated, Contents: objs, CommonPrefixes: cps}
+	if !v2 {
+		// ListObjects encodes the keys, markers and delimiter, not the
+		// prefix it was given (what S3 answers, and the SDKs decode).
+		res.Prefix = prefix
+	}
 	if v2 {
 		n := len(items)
 		res.KeyCount, res.StartAfter = &n, esc(vals.Get("start-after"))

@@ -60,13 +60,18 @@ func (q *s3Req) get() error {
 		q.w.Header().Set("Last-Modified", time.Unix(0, a.Mtime).UTC().Format(http.TimeFormat))
 		return nil
 	}
+	// A 304 carries the object's ETag and date too.
+	q.w.Header().Set("ETag", q.etag(p, a))
+	q.w.Header().Set("Last-Modified", time.Unix(0, a.Mtime).UTC().Format(http.TimeFormat))
 	if err := q.preconditions("", p, a); err != nil {
 		return err
+	}
+	if a.Size == 0 && q.r.Header.Get("Range") != "" {
+		return s3Errf(http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "the object is empty: no range of it can be served")
 	}
 	if f.Direct() {
 		q.s.c.Direct.Add(1)
 	}
-	q.w.Header().Set("ETag", q.etag(p, a))
 	q.w.Header().Set("Content-Type", "application/octet-stream")
 	w := q.writeMeta(q.meta(p))
 	// GetObject's response-* parameters name headers of the answer.
