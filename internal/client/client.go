@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"pando.dev/pando/internal/remote"
 	"path"
 	"strings"
 	"sync"
@@ -239,12 +240,7 @@ func (c *Client) ControllerCall(ctx context.Context, op wire.Op, req, resp any) 
 }
 
 // Loc is a global path resolved to a place in a share.
-type Loc struct {
-	Global string // cleaned global path
-	Prefix string // mount prefix; "" for a synthetic directory above mounts
-	Share  string
-	Rel    string // share-relative path
-}
+type Loc = remote.Loc
 
 // Clean turns "/uva/x", "uva/x" or "pando://uva/x" into the cleaned global
 // path "/uva/x". It refuses other URL schemes.
@@ -306,9 +302,7 @@ func (c *Client) forgetMounts() {
 }
 
 // under reports whether p is prefix or below it, component-wise.
-func under(p, prefix string) bool {
-	return p == prefix || prefix == "/" || strings.HasPrefix(p, prefix+"/")
-}
+func under(p, prefix string) bool { return remote.Under(p, prefix) }
 
 // Locate resolves a global path against the mount table.
 func (c *Client) Locate(ctx context.Context, gpath string) (Loc, error) {
@@ -324,22 +318,7 @@ func (c *Client) Locate(ctx context.Context, gpath string) (Loc, error) {
 	if err != nil {
 		return Loc{}, err
 	}
-	var best *wire.MountEntry
-	for i := range mounts {
-		m := &mounts[i]
-		if under(g, m.Prefix) && (best == nil || len(m.Prefix) > len(best.Prefix)) {
-			best = m
-		}
-	}
-	if best == nil {
-		return Loc{Global: g}, nil
-	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(g, best.Prefix), "/")
-	rel = strings.Trim(path.Join(best.SharePath, rel), "/")
-	if rel == "." {
-		rel = ""
-	}
-	return Loc{Global: g, Prefix: best.Prefix, Share: best.Share, Rel: rel}, nil
+	return remote.Resolve(mounts, g), nil
 }
 
 // target returns a resolution (share addresses and token) for prefix. A

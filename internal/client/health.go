@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"pando.dev/pando/internal/remote"
 	"slices"
 	"sync"
 	"time"
@@ -35,24 +36,10 @@ const (
 )
 
 // HealthEvent says that a share went down or came back.
-type HealthEvent struct {
-	Share string
-	Up    bool
-	// Since is when the share went down (for an Up event too: the
-	// outage lasted until now).
-	Since time.Time
-	Err   error // the cause (Up: nil)
-}
+type HealthEvent = remote.HealthEvent
 
 // ShareHealth is what the client knows of a share's reachability.
-type ShareHealth struct {
-	Share   string        `json:"share"`
-	Up      bool          `json:"up"`
-	Since   time.Time     `json:"since"` // when the share went down, or came (back) up
-	LastErr string        `json:"last_error,omitempty"`
-	Outages uint64        `json:"outages"`
-	RTT     time.Duration `json:"rtt_ns"` // smoothed round trip of pings
-}
+type ShareHealth = remote.ShareHealth
 
 // shareHealth is one share's state; its fields are guarded by mu.
 type shareHealth struct {

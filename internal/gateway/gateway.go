@@ -30,6 +30,7 @@ import (
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/nfs"
+	"pando.dev/pando/internal/private"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/web"
 	"pando.dev/pando/internal/wire"
@@ -79,7 +80,7 @@ type Gateway struct {
 }
 
 type userFS struct {
-	*vfs.Private
+	*private.Private
 	used time.Time
 	refs int
 }
@@ -199,6 +200,15 @@ func (g *Gateway) Serve(ln net.Listener, cert *tls.Certificate, authn *Authentic
 // Acquire returns user's file system, made at first use; release it with
 // Release when the request is done.
 func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
+	u, err := g.acquire(user)
+	if err != nil {
+		return nil, err
+	}
+	return u.FS, nil
+}
+
+// acquire is Acquire of user's file system with its own client.
+func (g *Gateway) acquire(user string) (*userFS, error) {
 	if err := auth.ValidName(user); err != nil {
 		return nil, fmt.Errorf("user name: %w", err)
 	}
@@ -217,18 +227,18 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 	if u := g.users[user]; u != nil {
 		u.refs++
 		u.used = time.Now()
-		return u.FS, nil
+		return u, nil
 	}
 	g.evictLocked()
 	copts := g.cfg.Cache
 	copts.Dir = filepath.Join(g.cfg.Cache.Dir, "users", user)
-	p, err := vfs.OpenPrivate(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}, copts, g.cfg.VFS, g.cfg.Log)
+	p, err := private.Open(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}, copts, g.cfg.VFS, g.cfg.Log)
 	if err != nil {
 		return nil, err
 	}
 	u := &userFS{Private: p, used: time.Now(), refs: 1}
 	g.users[user] = u
-	return u.FS, nil
+	return u, nil
 }
 
 // Release ends a request's use of user's file system.
@@ -269,7 +279,7 @@ func (g *Gateway) evictLocked() {
 // ACL returns the ACLs that apply on p, with user's rights there, as the
 // controller tells the gateway in user's name.
 func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error) {
-	v, err := g.Acquire(ctx, user)
+	v, err := g.acquire(user)
 	if err != nil {
 		return wire.ACLResp{}, err
 	}
@@ -280,7 +290,7 @@ func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error)
 // Status is what the web page's status shows to user: the gateway's
 // figures, the domain's shares, and their health as user's vfs sees it.
 func (g *Gateway) Status(ctx context.Context, user string) (web.PageStatus, error) {
-	v, err := g.Acquire(ctx, user)
+	v, err := g.acquire(user)
 	if err != nil {
 		return web.PageStatus{}, err
 	}

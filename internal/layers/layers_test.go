@@ -15,12 +15,14 @@ var rank = map[string]int{
 	"internal/dio": -1, "internal/fault": -1, "internal/procs": -1, "internal/pattern": -1, "internal/wan": -1,
 	"internal/testenv/snap": -1, "internal/holder": -1, "internal/metricsrv": -1, "internal/store/etcdrun": -1, "internal/manpage": -1,
 	"internal/wire": 0, "internal/auth": 0, "internal/store": 0,
+	"internal/remote": 1, // the namespace and data-path interfaces the vfs holds
 	"internal/config": 1, "internal/rpc": 1, "internal/store/storetest": 1, "internal/store/etcdtest": 1,
 	"internal/client": 2, "internal/cache": 2,
 	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
 	"internal/vfs":   4,
 	"internal/mount": 5, "internal/web": 5, "internal/nfs": 5, // edges
-	"internal/agent": 6, "internal/gateway": 6, // each runs an edge over its vfs
+	"internal/private": 5,                        // a vfs of its own (client, cache) for one user of an edge
+	"internal/agent":   6, "internal/gateway": 6, // each runs an edge over its vfs
 	"internal/cli": 7, "internal/testenv": 7, "internal/bench": 8, "internal/doctor": 8,
 	"cmd/pando": 9, "internal/e2e": 9, "internal/layers": 9,
 }
@@ -74,4 +76,29 @@ func TestLayers(t *testing.T) {
 	if n < 20 {
 		t.Fatalf("go list named %d packages of the module; the test reads its output wrong", n)
 	}
+}
+
+// TestVFSSeam fails when the vfs reaches a concrete client or cache: it
+// holds the interfaces of internal/remote (and the cache's), which the
+// agent and the gateway fill in.
+func TestVFSSeam(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", mod+"internal/vfs").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, mod+"internal/remote") {
+		t.Fatalf("internal/vfs does not depend on internal/remote; the test reads go list's output wrong: %q", deps)
+	}
+	t.Run("client", func(t *testing.T) {
+		if slices.Contains(deps, mod+"internal/client") {
+			t.Errorf("internal/vfs depends on internal/client; it must hold only remote.Namespace and remote.Data")
+		}
+	})
+	t.Run("cache", func(t *testing.T) {
+		t.Skip("internal/vfs still holds *cache.Cache, until the cache is behind its interface")
+		if slices.Contains(deps, mod+"internal/cache") {
+			t.Errorf("internal/vfs depends on internal/cache; it must hold only the cache's interface")
+		}
+	})
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -58,7 +58,7 @@ func (v *FS) openFlags(p string, flags uint32) uint32 {
 }
 
 // noteDeleg records the delegation the share granted with f, if any.
-func (v *FS) noteDeleg(p, key string, f *client.File) {
+func (v *FS) noteDeleg(p, key string, f remote.File) {
 	if f == nil || !f.Deleg() {
 		return
 	}
@@ -263,7 +263,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, m
 		return nil
 	}
 	drops := v.dropCount()
-	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite)
+	f, err := v.data.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite)
 	if err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
 	}
@@ -279,7 +279,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, m
 		if mtime < 0 {
 			mtime = 0
 		}
-		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, client.Commit{Size: size, Mtime: mtime}, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
+		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, remote.Commit{Size: size, Mtime: mtime}, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
 		if err != nil {
 			return err
 		}

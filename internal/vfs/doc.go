@@ -4,6 +4,13 @@
 // import FUSE; edges (the FUSE mount, later gateways) translate its errors,
 // which are *wire.Error values or syscall errnos, at their boundary.
 //
+// It reaches the shares only through the two interfaces of
+// internal/remote that New takes: a remote.Namespace (where paths live,
+// attributes, listings, invalidations, delegations, the calls that change
+// names) and a remote.Data (files opened at their locations). The agent
+// and the gateway (internal/private) pass internal/client's for one
+// domain; a decorator of either goes between without a change here.
+//
 // Consistency modes (per mount, overridable per path prefix):
 //   - strict: no attribute caching; every open and stat asks the share.
 //   - window=D: attributes and listings are trusted for D after they were

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
 // FS is the namespace as a file system. It is safe for concurrent use.
 type FS struct {
-	c     *client.Client
+	c     remote.Namespace // names: where paths live, attributes, listings, changes
+	data  remote.Data      // bytes: files opened at their locations
 	cache *cache.Cache
 	opts  Options
 
@@ -153,8 +154,10 @@ type attrEntry struct {
 	neg bool // the path does not exist
 }
 
-// New makes a file system over a client and a cache.
-func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
+// New makes a file system over a namespace, a data path and a cache. The
+// namespace's health hook is the file system's from now on (it logs each
+// share going down or coming back).
+func New(ns remote.Namespace, data remote.Data, ch *cache.Cache, opts Options) *FS {
 	if opts.Consistency == (Consistency{}) {
 		opts.Consistency = DefaultConsistency
 	}
@@ -171,16 +174,16 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.MetaEntries <= 0 {
 		opts.MetaEntries = DefaultMetaEntries
 	}
-	v := &FS{c: c, cache: ch, opts: opts, metaCache: newMetaCache(opts.MetaEntries), opened: make(map[string]uint64),
+	v := &FS{c: ns, data: data, cache: ch, opts: opts, metaCache: newMetaCache(opts.MetaEntries), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
 		asking: make(map[delegFile]*askingDeleg), aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
 	v.aheadCtx, v.aheadStop = context.WithCancel(context.Background())
-	c.SetHealthHook(v.logHealth)
+	ns.SetHealthHook(v.logHealth)
 	return v
 }
 
-// Client is the client the file system uses.
-func (v *FS) Client() *client.Client { return v.c }
+// Client is the namespace the file system uses.
+func (v *FS) Client() remote.Namespace { return v.c }
 
 // Cache is the block cache.
 func (v *FS) Cache() *cache.Cache { return v.cache }
@@ -447,9 +450,9 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	v.mu.Unlock()
 }
 
-// Creator is who a new entry belongs to (see client.Creator); the mount
+// Creator is who a new entry belongs to (see remote.Creator); the mount
 // names it for each request it makes on a local user's behalf.
-type Creator = client.Creator
+type Creator = remote.Creator
 
 // WithCreator returns ctx carrying the creator of what a request makes.
-func WithCreator(ctx context.Context, c Creator) context.Context { return client.WithCreator(ctx, c) }
+func WithCreator(ctx context.Context, c Creator) context.Context { return remote.WithCreator(ctx, c) }

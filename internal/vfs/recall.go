@@ -281,7 +281,7 @@ func (v *FS) reclaim(d *wdeleg) {
 	// the reply (askDeleg), so that it is taken for the delegation held.
 	flags := wire.OpenRead | wire.OpenWrite | wire.OpenDeleg | wire.OpenReclaim
 	done := v.askDeleg(ctx, d.g, flags)
-	f, err := v.c.Open(ctx, d.g, flags)
+	f, err := v.data.Open(ctx, d.g, flags)
 	if err == nil {
 		defer f.Close(context.Background())
 		if f.Deleg() {

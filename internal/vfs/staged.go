@@ -9,8 +9,8 @@ import (
 	"io"
 
 	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -100,14 +100,14 @@ func (v *FS) stageFailed(ctx context.Context, key, p string, base *wire.Attr, er
 // thrown away and errStageLost returned. A stage that holds what the
 // cache does not know of (the agent stopped between a send and its
 // record) keeps it: those ranges are still dirty here, and sent again.
-func (v *FS) attachStage(ctx context.Context, key, p string, f *client.File, name string, staged []cache.Range) (*client.Stage, []cache.Range, error) {
+func (v *FS) attachStage(ctx context.Context, key, p string, f remote.File, name string, staged []cache.Range) (remote.Stage, []cache.Range, error) {
 	st, err := f.StageNamed(ctx, name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("writing %s to its stage at the share: %w", p, err)
 	}
 	var missing []cache.Range
 	for _, r := range staged {
-		missing = append(missing, notIn(r, st.Held)...)
+		missing = append(missing, notIn(r, st.Held())...)
 	}
 	if len(missing) == 0 {
 		return st, nil, nil
@@ -129,7 +129,7 @@ func (v *FS) attachStage(ctx context.Context, key, p string, f *client.File, nam
 // share, unless it holds nothing sent ahead and the share is full (its
 // room is given back; the data is still dirty here) or the data is
 // dropped.
-func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (a wire.Attr, err error) {
+func (v *FS) commitStaged(ctx context.Context, key, p string, f remote.File, ranges []cache.Range, c remote.Commit, fetch cache.Fetcher, written func()) (a wire.Attr, err error) {
 	info := v.cache.Stage(key)
 	fresh := info.Name == ""
 	if fresh {
@@ -166,7 +166,7 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 		_ = st.Detach(bg)
 	}()
 	var held []cache.Range
-	for _, h := range st.Held {
+	for _, h := range st.Held() {
 		held = append(held, cache.Range{Off: h.Off, Len: h.Len})
 	}
 	var have []cache.Range // of ranges, in the stage unchanged
@@ -228,7 +228,7 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 
 // commitUnnamed is commitStaged through a stage of its own, which the
 // share throws away if the write-back does not commit it.
-func (v *FS) commitUnnamed(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+func (v *FS) commitUnnamed(ctx context.Context, key, p string, f remote.File, ranges []cache.Range, c remote.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
 	st, err := f.Stage(ctx)
 	if err != nil {
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
@@ -294,7 +294,7 @@ func (v *FS) cacheReader(ctx context.Context, key, p string, fetch cache.Fetcher
 // whose old version they are) the bytes of key's file that are in its
 // named stage: a block sent ahead and then evicted is read back so. It
 // returns the bytes of p now valid.
-func (v *FS) readStaged(ctx context.Context, key string, f *client.File, p []byte, off int64, n int) (int, error) {
+func (v *FS) readStaged(ctx context.Context, key string, f remote.File, p []byte, off int64, n int) (int, error) {
 	name, staged := v.cache.StageOf(key)
 	parts := clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})
 	if name == "" || len(parts) == 0 {
@@ -332,11 +332,11 @@ func clipAll(rs []cache.Range, w cache.Range) []cache.Range {
 }
 
 // extentsOf turns cache ranges into the client's extents (none empty).
-func extentsOf(rs []cache.Range) []client.Extent {
-	var exts []client.Extent
+func extentsOf(rs []cache.Range) []remote.Extent {
+	var exts []remote.Extent
 	for _, r := range rs {
 		if r.Len > 0 {
-			exts = append(exts, client.Extent{Off: r.Off, Len: r.Len})
+			exts = append(exts, remote.Extent{Off: r.Off, Len: r.Len})
 		}
 	}
 	return exts

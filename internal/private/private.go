@@ -1,4 +1,7 @@
-package vfs
+// Package private makes a vfs of its own for one person an edge serves
+// besides others: its own client (namespace and data path) and cache,
+// wired under the vfs as the agent wires its own.
+package private
 
 import (
 	"log/slog"
@@ -6,6 +9,7 @@ import (
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/vfs"
 )
 
 // Private is a vfs with a client and a cache of its own, for one person
@@ -13,7 +17,7 @@ import (
 // logged in on a mount (pando login). Nothing one fetched is served to
 // another without their own rights being checked.
 type Private struct {
-	*FS
+	*vfs.FS
 	cl  *client.Client
 	ch  *cache.Cache
 	log *slog.Logger
@@ -21,10 +25,10 @@ type Private struct {
 	retried chan struct{}
 }
 
-// OpenPrivate opens a client with cfg and copts, a cache with cacheOpts
+// Open opens a client with cfg and copts, a cache with cacheOpts
 // (its own directory) and a vfs over them with vopts, and retries the
 // data the cache holds unsent, as a mount's does.
-func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vopts Options, log *slog.Logger) (*Private, error) {
+func Open(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vopts vfs.Options, log *slog.Logger) (*Private, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -41,7 +45,7 @@ func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Optio
 		cl.Close()
 		return nil, err
 	}
-	p := &Private{FS: New(cl, ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
+	p := &Private{FS: vfs.New(cl, client.Data(cl), ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
 	// Data a write could not send (its share away) is sent when it can
 	// be, or kept beside a file changed meanwhile.
 	go func() {
@@ -50,6 +54,10 @@ func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Optio
 	}()
 	return p, nil
 }
+
+// Client is the private client, for the calls outside the vfs's
+// namespace (who am I, ACLs, shares, counts).
+func (p *Private) Client() *client.Client { return p.cl }
 
 // Cache is the private cache.
 func (p *Private) Cache() *cache.Cache { return p.ch }
