@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"slices"
 
 	"pando.dev/pando/internal/wire"
 )
@@ -100,4 +101,22 @@ type Stage interface {
 	Detach(ctx context.Context) error
 	// Close throws the stage away.
 	Close(ctx context.Context) error
+}
+
+// AddRange returns the sorted, disjoint ranges rs with r added (merged
+// with those it overlaps or touches), as a stage's Held keeps them.
+func AddRange(rs []wire.ByteRange, r wire.ByteRange) []wire.ByteRange {
+	out := make([]wire.ByteRange, 0, len(rs)+1)
+	for _, x := range rs {
+		if x.Off+x.Len < r.Off || r.Off+r.Len < x.Off {
+			out = append(out, x)
+			continue
+		}
+		end := max(x.Off+x.Len, r.Off+r.Len)
+		r.Off = min(x.Off, r.Off)
+		r.Len = end - r.Off
+	}
+	out = append(out, r)
+	slices.SortFunc(out, func(a, b wire.ByteRange) int { return int(min(max(a.Off-b.Off, -1), 1)) })
+	return out
 }

@@ -30,5 +30,8 @@
 //     data are cached by the vfs and the block cache above.
 //   - Every method is safe for concurrent use; a File's methods may be
 //     called concurrently, but not after its Close.
-
+//
+// The contract suite in remote/remotetest runs against each
+// implementation; remote/memory is the in-memory one that tests of the
+// vfs use.
 package remote

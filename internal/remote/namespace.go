@@ -85,7 +85,9 @@ type Namespace interface {
 
 	// GetInvWait returns the invalidations recorded for this session at
 	// the share of gpath after the logical time since (at most max of
-	// them, 0: the share's choice), acknowledging those up to since. With
+	// them, 0: the share's choice), acknowledging those up to since:
+	// share-relative paths changed by others (a session need not hear of
+	// its own changes), with the stamp to ask after next. With
 	// wait > 0 the share holds the request up to wait while it has
 	// nothing to report; lease is how long the caller trusts its cache
 	// after a request that succeeded (callback mode). A reply with Force
