@@ -147,10 +147,8 @@ func TestStaleAttrsRevalidatedByDirectory(t *testing.T) {
 // invalidation came between them: then the second asks the share itself
 // (the first's answer may predate a change this agent has just made).
 func TestListingSharedUnlessInvalidated(t *testing.T) {
-	d := testenv.New(t, "uva")
-	root := d.AddShare("alpha")
-	os.WriteFile(filepath.Join(root, "real.c"), nil, 0o644)
-	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{})
+	v, tr, c := newMemFS(t, Options{})
+	memWrite(t, tr, "/uva/alpha/real.c", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const p = "/uva/alpha"
