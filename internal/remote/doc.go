@@ -20,7 +20,9 @@
 //   - Errors a share sends are *wire.Error (sort them with wire.CodeOf and
 //     wire.Permanent); a location that cannot be reached now yields an
 //     error matching ErrUnreachable; the context's error is returned
-//     when it ends first. Errors are wrapped with %w, never replaced.
+//     when it ends first. An implementation may reword a message (to name
+//     the global path) but keeps its code: wire.CodeOf and errors.Is see
+//     the same error through any wrapping.
 //   - A "version" is wire.Attr.Version: the change counter the share
 //     keeps for each file, which grows with every change of its data or
 //     attributes, by pando or by a program at the share. Caches validate
