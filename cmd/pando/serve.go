@@ -16,6 +16,7 @@ import (
 	"pando.dev/pando/internal/cli"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/gateway"
 	"pando.dev/pando/internal/vfs"
 )
@@ -79,7 +80,7 @@ func (f *gatewayFlags) config(g *cli.Globals, creds *config.Config) (gateway.Con
 	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
 		return cfg, cli.Usagef("--memory: %v", err)
 	}
-	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+	if cfg.VFS.Consistency, err = consistency.Parse(f.consistency); err != nil {
 		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
@@ -262,7 +263,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	bundle := filepath.Join(state, "gateway.json")
 	creds, err := config.Load(bundle)
 	if err != nil {
-		resp, err := cl.GatewayAdd(cmd.Context(), "gateway")
+		resp, err := cl.Admin().GatewayAdd(cmd.Context(), "gateway")
 		if err != nil {
 			return stop, fmt.Errorf("making the gateway's credentials (kept in %s, which is missing): %w", bundle, err)
 		}

@@ -6,6 +6,11 @@
 // internal/remote: a *Client is a remote.Namespace, and Data(c) is its
 // remote.Data.
 //
+// Client is the data path: resolving paths and running file operations.
+// The domain's administration (mounts, shares, users, ACLs, credentials,
+// and the credential checks gateways make) is on Admin, from
+// Client.Admin, which shares the Client's controller connection.
+//
 // Contract:
 //   - Every call has a deadline (the context's, or rpc.DefaultTimeout).
 //   - What is retried is decided by wire.FateOf, as everywhere: idempotent

@@ -13,6 +13,7 @@ import (
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
@@ -42,7 +43,7 @@ func newEnv(t *testing.T, dav bool) *env {
 	ctx := context.Background()
 	admin := d.Client(d.Admin)
 	for _, u := range []string{"alice", "bob"} {
-		r, err := admin.UserAdd(ctx, u, nil)
+		r, err := admin.Admin().UserAdd(ctx, u, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,15 +55,15 @@ func newEnv(t *testing.T, dav bool) *env {
 			t.Fatal(err)
 		}
 	}
-	if err := admin.ACLSet(ctx, "/d/data", []wire.ACLEntry{{Who: "alice", Rights: "rlidwk"}, {Who: "bob", Rights: "rl"}}, false); err != nil {
+	if err := admin.Admin().ACLSet(ctx, "/d/data", []wire.ACLEntry{{Who: "alice", Rights: "rlidwk"}, {Who: "bob", Rights: "rl"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	r, err := admin.GatewayAdd(ctx, "web")
+	r, err := admin.Admin().GatewayAdd(ctx, "web")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.gwCfg = &config.Config{Domain: "d", Controller: d.Admin.Controller, User: "web", CA: string(r.CA), Cert: string(r.Cert), Key: string(r.Key)}
-	cons, _ := vfs.ParseConsistency("window=1s")
+	cons, _ := consistency.Parse("window=1s")
 	wm, _ := vfs.ParseWriteMode("close")
 	e.g, err = New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "cache"), MemoryBytes: 64 << 20, DiskBytes: 1 << 30},
 		VFS: vfs.Options{Consistency: cons, Write: wm}})

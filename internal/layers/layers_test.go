@@ -20,8 +20,9 @@ var rank = map[string]int{
 	"internal/client": 2, "internal/cache": 2,
 	"internal/remote/memory": 2, "internal/remote/remotetest": 2, // an implementation, and the suite every one passes
 	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
-	"internal/vfs":   4,
-	"internal/mount": 5, "internal/web": 5, "internal/nfs": 5, // edges
+	"internal/consistency": 3, // freshness rules the vfs asks; edges ask through the vfs
+	"internal/vfs":         4,
+	"internal/mount":       5, "internal/web": 5, "internal/nfs": 5, // edges
 	"internal/private": 5,                        // a vfs of its own (client, cache) for one user of an edge
 	"internal/agent":   6, "internal/gateway": 6, // each runs an edge over its vfs
 	"internal/cli": 7, "internal/testenv": 7, "internal/bench": 8, "internal/doctor": 8,

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/remote/memory"
 	"pando.dev/pando/internal/wire"
@@ -109,7 +110,7 @@ func memWrite(t *testing.T, tr *memory.Tree, p string, data []byte) {
 // What the vfs writes reaches the share, and what changes at the share
 // is what the vfs reads next under strict consistency.
 func TestReadWriteThroughTheSeam(t *testing.T) {
-	v, tr, _ := newMemFS(t, Options{Consistency: Consistency{Mode: Strict}})
+	v, tr, _ := newMemFS(t, Options{Consistency: consistency.Consistency{Mode: consistency.ModeStrict}})
 	ctx := t.Context()
 	const p = "/uva/alpha/f"
 	h, _, err := v.Create(ctx, p, syscall.O_RDWR, 0o644)

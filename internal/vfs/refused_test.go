@@ -15,6 +15,7 @@ import (
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/wan"
 	"pando.dev/pando/internal/wire"
@@ -26,10 +27,10 @@ func userFS(t *testing.T, d *testenv.Domain, name, rights string, o Options) *FS
 	t.Helper()
 	ctx := context.Background()
 	admin := d.Client(d.Admin)
-	if err := admin.ACLSet(ctx, "/uva/alpha", []wire.ACLEntry{{Who: name, Rights: rights}}, false); err != nil {
+	if err := admin.Admin().ACLSet(ctx, "/uva/alpha", []wire.ACLEntry{{Who: name, Rights: rights}}, false); err != nil {
 		t.Fatal(err)
 	}
-	u, err := admin.UserAdd(ctx, name, nil)
+	u, err := admin.Admin().UserAdd(ctx, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestRefusedAtCloseRevertsTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Attributes trusted for an hour: the open below needs no share.
-	v := userFS(t, d, "bob", "read", Options{Consistency: Consistency{Mode: Window, Period: time.Hour}})
+	v := userFS(t, d, "bob", "read", Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: time.Hour}})
 	ctx := context.Background()
 	const p = "/uva/alpha/f"
 	if got := readAll(t, v, p); !bytes.Equal(got, original) {
@@ -292,7 +293,7 @@ func TestRevokedAtCloseDropsData(t *testing.T) {
 	if _, err := h.Write(ctx, []byte("WRITTEN BEFORE THE REVOCATION"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Client(d.Admin).UserRevoke(ctx, "carol"); err != nil {
+	if err := d.Client(d.Admin).Admin().UserRevoke(ctx, "carol"); err != nil {
 		t.Fatal(err)
 	}
 	// The share learns of the revocation on its own: wait until it
