@@ -156,9 +156,12 @@ func (a *Agent) Mount() *mount.Mount { return a.m }
 // FS is the agent's file system.
 func (a *Agent) FS() *vfs.FS { return a.v }
 
-// Client is the agent's client: the namespace and data path under its
-// vfs, and the calls outside them (its counts, the controller's).
+// Client is the client the agent opened for its file system (RPC counts,
+// calls to the domain besides the file system).
 func (a *Agent) Client() *client.Client { return a.cl }
+
+// Cache is the agent's block cache.
+func (a *Agent) Cache() *cache.Cache { return a.cache }
 
 // Wait blocks until the mount is gone.
 func (a *Agent) Wait() { a.m.Wait() }

@@ -39,7 +39,7 @@ const (
 type HealthEvent = remote.HealthEvent
 
 // ShareHealth is what the client knows of a share's reachability.
-type ShareHealth = remote.ShareHealth
+type ShareHealth = wire.ShareHealth
 
 // shareHealth is one share's state; its fields are guarded by mu.
 type shareHealth struct {

@@ -55,8 +55,9 @@ func Open(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vop
 	return p, nil
 }
 
-// Client is the private client, for the calls outside the vfs's
-// namespace (who am I, ACLs, shares, counts).
+// Client is the private client: for what a runner asks the domain in
+// the person's name besides the file system (who they are, ACLs, the
+// list of shares, RPC counts).
 func (p *Private) Client() *client.Client { return p.cl }
 
 // Cache is the private cache.

@@ -119,7 +119,7 @@ type Health interface {
 	// when a share goes down or comes back. fn must not block.
 	SetHealthHook(fn func(HealthEvent))
 	// Health returns the state of every share talked to so far.
-	Health() []ShareHealth
+	Health() []wire.ShareHealth
 	// DownErr returns, while share is marked down, the error its
 	// requests fail with (matching ErrUnreachable); nil while it is up.
 	DownErr(share string) error

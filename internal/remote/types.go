@@ -62,13 +62,3 @@ type HealthEvent struct {
 	Since time.Time
 	Err   error // the cause (Up: nil)
 }
-
-// ShareHealth is what a namespace knows of a share's reachability.
-type ShareHealth struct {
-	Share   string        `json:"share"`
-	Up      bool          `json:"up"`
-	Since   time.Time     `json:"since"` // when the share went down, or came (back) up
-	LastErr string        `json:"last_error,omitempty"`
-	Outages uint64        `json:"outages"`
-	RTT     time.Duration `json:"rtt_ns"` // smoothed round trip of pings
-}

@@ -183,12 +183,6 @@ func New(ns remote.Namespace, data remote.Data, ch *cache.Cache, opts Options) *
 	return v
 }
 
-// Client is the namespace the file system uses.
-func (v *FS) Client() remote.Namespace { return v.c }
-
-// Cache is the block cache.
-func (v *FS) Cache() *cache.Cache { return v.cache }
-
 // Options returns the options in force.
 func (v *FS) Options() Options { return v.opts }
 
@@ -451,7 +445,9 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 
 // Creator is who a new entry belongs to (see remote.Creator); the mount
 // names it for each request it makes on a local user's behalf.
-type Creator = remote.Creator
+type Creator struct{ Owner, Group string }
 
 // WithCreator returns ctx carrying the creator of what a request makes.
-func WithCreator(ctx context.Context, c Creator) context.Context { return remote.WithCreator(ctx, c) }
+func WithCreator(ctx context.Context, c Creator) context.Context {
+	return remote.WithCreator(ctx, remote.Creator(c))
+}

@@ -536,18 +536,18 @@ func (t *Tree) SetHealthHook(fn func(remote.HealthEvent)) {
 }
 
 // Health returns the shares marked down.
-func (t *Tree) Health() []remote.ShareHealth {
+func (t *Tree) Health() []wire.ShareHealth {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []remote.ShareHealth
+	var out []wire.ShareHealth
 	for name := range t.shares {
-		h := remote.ShareHealth{Share: name, Up: t.down[name] == nil}
+		h := wire.ShareHealth{Share: name, Up: t.down[name] == nil}
 		if !h.Up {
 			h.LastErr = t.down[name].Error()
 		}
 		out = append(out, h)
 	}
-	slices.SortFunc(out, func(a, b remote.ShareHealth) int { return strings.Compare(a.Share, b.Share) })
+	slices.SortFunc(out, func(a, b wire.ShareHealth) int { return strings.Compare(a.Share, b.Share) })
 	return out
 }
 
