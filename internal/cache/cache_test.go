@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"pando.dev/pando/internal/blockcache"
 )
 
 // remote is the far side of a cache in these tests: a byte slice and a
@@ -156,7 +158,7 @@ func TestPersistsAcrossRestartIncludingDirtyData(t *testing.T) {
 	if v, size, ok := c2.Version("f"); !ok || v != 7 || size != 10003 {
 		t.Fatalf("after reopen: version %d size %d ok %v", v, size, ok)
 	}
-	if d := c2.Dirty("f"); len(d) != 1 || d[0] != (Range{9998, 5}) {
+	if d := c2.Dirty("f"); len(d) != 1 || d[0] != (Range{Off: 9998, Len: 5}) {
 		t.Fatalf("dirty ranges after reopen: %v", d)
 	}
 	before := r.fetches.Load()
@@ -271,7 +273,7 @@ func TestReportedSumIsRecorded(t *testing.T) {
 			if lie {
 				sum ^= 1
 			}
-			ReportSum(ctx, n, sum)
+			blockcache.ReportSum(ctx, n, sum)
 			return n, err
 		}
 		c.Validate("f", 1, int64(len(r.data)), "/d/f")

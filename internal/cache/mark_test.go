@@ -42,7 +42,7 @@ func TestWritesDuringSendStayDirty(t *testing.T) {
 	}
 	c.MarkClean("f", sent, mark, 8, 4*bs)
 	got := c.Dirty("f")
-	want := []Range{{10, 5}, {20, 5}, {3*bs + 1, 3}}
+	want := []Range{{Off: 10, Len: 5}, {Off: 20, Len: 5}, {Off: 3*bs + 1, Len: 3}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("dirty after the send: %v, want %v (block 2 sent, blocks 0 and 3 written since)", got, want)
 	}

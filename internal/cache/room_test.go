@@ -115,7 +115,7 @@ func TestFullDiskEvictsCleanBlocks(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("the written data does not read back")
 	}
-	if d := c.Dirty("new"); len(d) != 1 || d[0] != (Range{0, 3 * mib}) {
+	if d := c.Dirty("new"); len(d) != 1 || d[0] != (Range{Off: 0, Len: 3 * mib}) {
 		t.Fatalf("dirty ranges %v, want [0, 3 MiB)", d)
 	}
 	// The least recently used went first: clean0 (read first), not clean7.
@@ -165,7 +165,7 @@ func TestFullDiskWithNothingToEvictRefusesAndChangesNothing(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a write with nothing to evict: %v, want ENOSPC", err)
 	}
-	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{0, 2 * mib}) {
+	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{Off: 0, Len: 2 * mib}) {
 		t.Errorf("dirty ranges after the refused write: %v, want [0, 2 MiB)", d)
 	}
 	if _, size, _ := c.Version("f"); size != 2*mib {
@@ -192,7 +192,7 @@ func TestFullDiskWithNothingToEvictRefusesAndChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = open(t, dir, Options{BlockSize: mib, DiskBytes: 8 * mib, MemoryBytes: -1})
-	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{0, 2 * mib}) {
+	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{Off: 0, Len: 2 * mib}) {
 		t.Errorf("dirty ranges after a restart: %v, want [0, 2 MiB)", d)
 	}
 	if _, err := c.ReadAt(ctx, "f", got, 0, (&remote{}).fetch); err != nil && err != io.EOF {
@@ -258,10 +258,10 @@ func TestAheadNamesTheOldestDirtyBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := c.Ahead("f", bs)
-	if len(rs) != 1 || rs[0] != (Range{4 * bs, 2 * bs}) {
+	if len(rs) != 1 || rs[0] != (Range{Off: 4 * bs, Len: 2 * bs}) {
 		t.Fatalf("told to send %v, want the oldest blocks, [%d, %d)", rs, 4*bs, 6*bs)
 	}
-	if all := c.Oldest("f", 100); len(all) != 2 || all[0] != (Range{0, 2 * bs}) || all[1] != (Range{4 * bs, 4 * bs}) {
+	if all := c.Oldest("f", 100); len(all) != 2 || all[0] != (Range{Off: 0, Len: 2 * bs}) || all[1] != (Range{Off: 4 * bs, Len: 4 * bs}) {
 		t.Fatalf("every block but the newest: %v, want [0, %d) and [%d, %d)", all, 2*bs, 4*bs, 8*bs)
 	}
 	c.MarkClean("f", rs, AllWrites, 2, 0)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/wire"
@@ -221,7 +222,7 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 			h.est.Sample(time.Since(t0), d0, int64(n))
 		}
 		if summed {
-			cache.ReportSum(ctx, n, sum)
+			blockcache.ReportSum(ctx, n, sum)
 		}
 	}
 	if err == nil || errors.Is(err, io.EOF) {
