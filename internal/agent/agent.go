@@ -144,6 +144,9 @@ func (a *Agent) Mount() *mount.Mount { return a.m }
 // FS is the agent's file system.
 func (a *Agent) FS() *vfs.FS { return a.v }
 
+// Cache is the agent's block cache, the one its file system holds.
+func (a *Agent) Cache() *cache.Cache { return a.cache }
+
 // Wait blocks until the mount is gone.
 func (a *Agent) Wait() { a.m.Wait() }
 

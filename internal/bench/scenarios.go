@@ -253,7 +253,7 @@ func runRead(ctx context.Context, o Options) ([]Row, error) {
 			}
 			how[i] = servedAs(a.Mount().Opens().Sub(o))
 		}
-		if c := a.FS().Cache(); c != nil {
+		if c := a.Cache(); c != nil {
 			c.Sync()
 			if around := c.Stats().WrittenAround; around > 0 {
 				how[0] += fmt.Sprintf("; %d MiB written around the page cache", around>>20)

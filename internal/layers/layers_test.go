@@ -75,3 +75,31 @@ func TestLayers(t *testing.T) {
 		t.Fatalf("go list named %d packages of the module; the test reads its output wrong", n)
 	}
 }
+
+// heldThrough names, per package, the packages below it that it must not
+// depend on even indirectly: it holds them through interfaces, and its
+// callers wire the implementations in (the vfs holds the block cache as a
+// blockcache.Cache, opened by the agent or the gateway).
+var heldThrough = map[string][]string{
+	"internal/vfs": {"internal/cache"},
+}
+
+// TestHeldThrough fails when a package depends, by any path, on one it
+// must hold only through an interface.
+func TestHeldThrough(t *testing.T) {
+	for pkg, banned := range heldThrough {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, mod+pkg) {
+			t.Fatalf("go list -deps %s does not name the package itself; the test reads its output wrong", pkg)
+		}
+		for _, b := range banned {
+			if slices.Contains(deps, mod+b) {
+				t.Errorf("%s depends on %s; it must hold it only through an interface its callers wire in", pkg, b)
+			}
+		}
+	}
+}

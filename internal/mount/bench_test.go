@@ -73,7 +73,7 @@ func loopback(tb testing.TB, dir string) string {
 // waitOnDisk waits until a's cache holds n bytes on disk.
 func waitOnDisk(tb testing.TB, a *agent.Agent, n int64) {
 	tb.Helper()
-	c := a.FS().Cache()
+	c := a.Cache()
 	c.Sync()
 	waitFor(tb, "bytes on disk", n, func() int64 { return c.Stats().DiskBytes })
 }
@@ -83,7 +83,7 @@ func waitOnDisk(tb testing.TB, a *agent.Agent, n int64) {
 // whole, after its last close).
 func waitPreloaded(tb testing.TB, a *agent.Agent, n int64) {
 	tb.Helper()
-	c := a.FS().Cache()
+	c := a.Cache()
 	waitFor(tb, "bytes preloaded", n, func() int64 { return c.Stats().Preloaded })
 }
 
@@ -304,8 +304,8 @@ func coldPando(b *testing.B, d *testenv.Domain, m *cpuMeter) {
 	readAll(b, p)
 	m.stop()
 	b.StopTimer()
-	a.FS().Cache().Sync()
-	b.ReportMetric(float64(a.FS().Cache().Stats().DiskBytes)/gib*100, "%cached")
+	a.Cache().Sync()
+	b.ReportMetric(float64(a.Cache().Stats().DiskBytes)/gib*100, "%cached")
 	a.Close()
 	b.StartTimer()
 }

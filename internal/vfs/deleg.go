@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/fault"
 	"pando.dev/pando/internal/wire"
@@ -257,7 +257,7 @@ func (v *FS) dropDeleg(d *wdeleg) {
 // (cache.DirtyAt): what the file's programs write meanwhile stays dirty.
 // first, if set (a recall), runs once the data is committed, with nothing
 // left pending.
-func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, mark uint64, first func(rest []cache.Range) error) error {
+func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []blockcache.Range, mark uint64, first func(rest []blockcache.Range) error) error {
 	stage, _ := v.cache.StageOf(d.key)
 	if len(ranges) == 0 && first == nil && !v.cache.IsCut(d.key) && stage == "" {
 		return nil

@@ -1,6 +1,7 @@
 // Package vfs presents the global namespace as a file system: path
 // resolution, attribute and directory caches governed by a consistency mode,
-// open/close semantics over the block cache, and write modes. It does not
+// open/close semantics over the block cache, and write modes. It holds the
+// block cache as a blockcache.Cache, which its caller opens. It does not
 // import FUSE; edges (the FUSE mount, later gateways) translate its errors,
 // which are *wire.Error values or syscall errnos, at their boundary.
 //

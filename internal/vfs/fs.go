@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/wire"
 )
@@ -21,7 +21,7 @@ import (
 // FS is the namespace as a file system. It is safe for concurrent use.
 type FS struct {
 	c     *client.Client
-	cache *cache.Cache
+	cache blockcache.Cache
 	opts  Options
 
 	mu sync.Mutex
@@ -153,8 +153,9 @@ type attrEntry struct {
 	neg bool // the path does not exist
 }
 
-// New makes a file system over a client and a cache.
-func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
+// New makes a file system over a client and a block cache, opened by the
+// caller, who closes it after Close.
+func New(c *client.Client, ch blockcache.Cache, opts Options) *FS {
 	if opts.Consistency == (Consistency{}) {
 		opts.Consistency = DefaultConsistency
 	}
@@ -183,7 +184,7 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 func (v *FS) Client() *client.Client { return v.c }
 
 // Cache is the block cache.
-func (v *FS) Cache() *cache.Cache { return v.cache }
+func (v *FS) Cache() blockcache.Cache { return v.cache }
 
 // Policy returns the consistency that governs a global path.
 func (v *FS) Policy(p string) Consistency { return v.opts.policy(p) }
@@ -212,10 +213,10 @@ func (v *FS) forget(p string) {
 	v.dirs.del(path.Dir(p))
 	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaAttr, p, nil)
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
-	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, path.Dir(p), nil)
 }
 
 // forgetLinks drops the cached attributes of every other name of a file
@@ -237,7 +238,7 @@ func (v *FS) forgetLinks(a wire.Attr) {
 	})
 	v.mu.Unlock()
 	for _, k := range names {
-		v.cache.PutMeta(cache.MetaAttr, k, nil)
+		v.cache.PutMeta(blockcache.MetaAttr, k, nil)
 	}
 }
 
@@ -250,10 +251,10 @@ func (v *FS) forgetTree(p string) {
 	v.dirs.del(path.Dir(p))
 	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaAttr, p, nil)
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
-	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, path.Dir(p), nil)
 }
 
 func (v *FS) setAttr(p string, a wire.Attr) {
@@ -306,13 +307,13 @@ func (v *FS) dropCount() uint64 {
 
 func (v *FS) persistAttr(p string, a wire.Attr) {
 	if b, err := wire.Marshal(a); err == nil {
-		v.cache.PutMeta(cache.MetaAttr, p, b)
+		v.cache.PutMeta(blockcache.MetaAttr, p, b)
 	}
 }
 
 // persisted returns what an earlier run knew about p.
 func (v *FS) persistedAttr(p string) (wire.Attr, bool) {
-	b := v.cache.GetMeta(cache.MetaAttr, p)
+	b := v.cache.GetMeta(blockcache.MetaAttr, p)
 	var a wire.Attr
 	if b == nil || wire.Unmarshal(b, &a) != nil {
 		return a, false

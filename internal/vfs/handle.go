@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/blockcache"
-	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/wire"
 )
@@ -226,7 +225,7 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})) > 0 {
+		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, blockcache.Range{Off: off, Len: int64(len(p))})) > 0 {
 			// Sent ahead and evicted since: the stage holds it.
 			wf, werr := h.remoteFile(ctx, true)
 			if werr != nil {
@@ -375,7 +374,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, cache.AllWrites, a.Version, a.Size)
+		h.v.cache.MarkClean(h.key, []blockcache.Range{{Off: off, Len: int64(len(p))}}, blockcache.AllWrites, a.Version, a.Size)
 		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}

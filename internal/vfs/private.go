@@ -3,42 +3,39 @@ package vfs
 import (
 	"log/slog"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 )
 
-// Private is a vfs with a client and a cache of its own, for one person
+// Private is a vfs with a client and a block cache of its own, for one person
 // an edge serves besides others: a gateway's user, or a local user
 // logged in on a mount (pando login). Nothing one fetched is served to
 // another without their own rights being checked.
 type Private struct {
 	*FS
 	cl  *client.Client
-	ch  *cache.Cache
+	ch  blockcache.Cache
 	log *slog.Logger
 	// retried is closed when the retry of unsent data has stopped.
 	retried chan struct{}
 }
 
-// OpenPrivate opens a client with cfg and copts, a cache with cacheOpts
-// (its own directory) and a vfs over them with vopts, and retries the
-// data the cache holds unsent, as a mount's does.
-func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vopts Options, log *slog.Logger) (*Private, error) {
+// OpenPrivate opens a client with cfg and copts and a vfs over it and ch
+// with vopts, and retries the data the cache holds unsent, as a mount's
+// does. ch is the person's own block cache (its own directory), opened by
+// the caller and the Private's from then on: Close closes it, and so does
+// OpenPrivate when it fails.
+func OpenPrivate(cfg *config.Config, copts client.Options, ch blockcache.Cache, vopts Options, log *slog.Logger) (*Private, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cacheOpts.Log = log
 	if vopts.Log == nil {
 		vopts.Log = log
 	}
 	cl, err := client.New(cfg, copts)
 	if err != nil {
-		return nil, err
-	}
-	ch, err := cache.Open(cacheOpts)
-	if err != nil {
-		cl.Close()
+		ch.Close()
 		return nil, err
 	}
 	p := &Private{FS: New(cl, ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
@@ -50,9 +47,6 @@ func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Optio
 	}()
 	return p, nil
 }
-
-// Cache is the private cache.
-func (p *Private) Cache() *cache.Cache { return p.ch }
 
 // Close sends what write delegations keep back and closes the vfs, its
 // cache and its client.
