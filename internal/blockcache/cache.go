@@ -57,9 +57,11 @@ type Blocks interface {
 	// in [from, to) (behind a sequential reader); they stay on disk.
 	Forget(key string, from, to int64)
 	// Validate records the remote version and size of key (name: its path,
-	// for people). If the version differs from the cached one, clean
-	// blocks are dropped; dirty ranges are kept (the caller decides what a
-	// conflict means). It reports whether cached data was kept.
+	// for people). If the version differs from the cached one, its blocks
+	// are dropped and its size is size; but a file with unsent data keeps
+	// its blocks and its size (the caller decides what a conflict means).
+	// It reports whether the cache held this version already, or nothing
+	// of key.
 	Validate(key string, version uint64, size int64, name string) bool
 	// SetVersion records a version and size without dropping data: for
 	// versions this agent's own writes produced.

@@ -15,7 +15,7 @@ var rank = map[string]int{
 	"internal/dio": -1, "internal/fault": -1, "internal/procs": -1, "internal/pattern": -1, "internal/wan": -1,
 	"internal/testenv/snap": -1, "internal/holder": -1, "internal/metricsrv": -1, "internal/store/etcdrun": -1, "internal/manpage": -1,
 	"internal/wire": 0, "internal/auth": 0, "internal/store": 0, "internal/blockcache": 0,
-	"internal/config": 1, "internal/rpc": 1, "internal/store/storetest": 1, "internal/store/etcdtest": 1,
+	"internal/config": 1, "internal/rpc": 1, "internal/store/storetest": 1, "internal/blockcache/cachetest": 1, "internal/store/etcdtest": 1,
 	"internal/client": 2, "internal/cache": 2,
 	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
 	"internal/vfs":   4,
