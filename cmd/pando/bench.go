@@ -10,7 +10,7 @@ import (
 
 	"pando.dev/pando/internal/bench"
 	"pando.dev/pando/internal/cli"
-	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/wan"
 )
 
@@ -65,7 +65,7 @@ Mounting needs FUSE (/dev/fuse and fusermount3).`,
 			}
 			cmd.SilenceUsage = true
 			for _, m := range modes {
-				if _, err := vfs.ParseConsistency(strings.TrimSuffix(m, "+back")); err != nil {
+				if _, err := consistency.Parse(strings.TrimSuffix(m, "+back")); err != nil {
 					return cli.Usagef("--modes: %v", err)
 				}
 			}

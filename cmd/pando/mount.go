@@ -14,6 +14,7 @@ import (
 
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cli"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/vfs"
 )
@@ -91,7 +92,7 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 	if cfg.Cache.BlockSize, err = cli.ParseSize(f.blockSize); err != nil || cfg.Cache.BlockSize < 4096 || cfg.Cache.BlockSize > 16<<20 {
 		return cfg, cli.Usagef("--block-size must be between 4KiB and 16MiB")
 	}
-	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+	if cfg.VFS.Consistency, err = consistency.Parse(f.consistency); err != nil {
 		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {
@@ -106,7 +107,7 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 		}
 	}
 	for _, p := range f.policies {
-		pol, err := vfs.ParsePolicy(p)
+		pol, err := consistency.ParsePolicy(p)
 		if err != nil {
 			return cfg, cli.Usagef("--policy: %v", err)
 		}

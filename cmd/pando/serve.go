@@ -16,6 +16,7 @@ import (
 	"pando.dev/pando/internal/cli"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/gateway"
 	"pando.dev/pando/internal/vfs"
 )
@@ -79,7 +80,7 @@ func (f *gatewayFlags) config(g *cli.Globals, creds *config.Config) (gateway.Con
 	if cfg.Cache.MemoryBytes, err = cli.ParseSize(f.memory); err != nil {
 		return cfg, cli.Usagef("--memory: %v", err)
 	}
-	if cfg.VFS.Consistency, err = vfs.ParseConsistency(f.consistency); err != nil {
+	if cfg.VFS.Consistency, err = consistency.Parse(f.consistency); err != nil {
 		return cfg, cli.Usagef("--consistency: %v", err)
 	}
 	if cfg.VFS.Write, err = vfs.ParseWriteMode(f.write); err != nil {

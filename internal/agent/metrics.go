@@ -92,9 +92,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descShareOutages, float64(s.Outages), s.Share)
 		gauge(descShareRTT, s.RTT.Seconds(), s.Share)
 	}
-	bound := staleBound(o.Consistency).Seconds()
-	if o.Consistency.Mode == vfs.Immutable {
-		bound = math.Inf(1)
+	bound := math.Inf(1)
+	if d, ok := o.Consistency.Rule().Bound(); ok {
+		bound = d.Seconds()
 	}
 	gauge(descBound, bound)
 	causes := map[string]int{}
@@ -120,15 +120,4 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRecalls, float64(d.Recalls))
 		counter(descLost, float64(d.Lost))
 	}
-}
-
-// staleBound is how old an answer may be under c (immutable: see Collect).
-// Under poll, while polls fail, the window rule with the same period
-// applies (docs/consistency.md), so D stays the bound.
-func staleBound(c vfs.Consistency) time.Duration {
-	switch c.Mode {
-	case vfs.Window, vfs.Poll:
-		return c.Period
-	}
-	return 0
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/controller"
 	"pando.dev/pando/internal/vfs"
 )
@@ -110,7 +111,7 @@ func timed(op func() error) (time.Duration, error) {
 }
 
 func faultsMode(ctx context.Context, o Options, e *Env, name, mode string) ([]Row, error) {
-	c, err := vfs.ParseConsistency(mode)
+	c, err := consistency.Parse(mode)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func faultsMode(ctx context.Context, o Options, e *Env, name, mode string) ([]Ro
 		return nil, err
 	}
 	due := c.Period + 500*time.Millisecond // revalidation is due (window, poll)
-	if c.Mode == vfs.Callback {
+	if c.Mode == consistency.ModeCallback {
 		due = 500 * time.Millisecond
 	}
 	time.Sleep(due)

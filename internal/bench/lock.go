@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wan"
 )
@@ -86,7 +87,7 @@ func runLock(ctx context.Context, o Options) ([]Row, error) {
 	}
 	var rows []Row
 	for _, mode := range o.modes(lockModes) {
-		c, err := vfs.ParseConsistency(mode)
+		c, err := consistency.Parse(mode)
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +97,7 @@ func runLock(ctx context.Context, o Options) ([]Row, error) {
 			return nil, fmt.Errorf("consistency %s: %w", mode, err)
 		}
 		n := r.acquisitions()
-		if r.counter != n && (c.Mode == vfs.Strict || c.Mode == vfs.Callback) {
+		if r.counter != n && (c.Mode == consistency.ModeStrict || c.Mode == consistency.ModeCallback) {
 			return nil, fmt.Errorf("consistency %s: the counter says %d after %d acquisitions: an update made under the lock was lost", mode, r.counter, n)
 		}
 		lo, hi := r.perAgent[0], r.perAgent[0]
@@ -160,7 +161,7 @@ func ms(d time.Duration) float64 { return d.Seconds() * 1000 }
 
 // lockRun starts a domain with one share behind the emulated link and the
 // agents in consistency mode c, and lets them compete.
-func lockRun(ctx context.Context, p lockPlan, c vfs.Consistency) (lockResult, error) {
+func lockRun(ctx context.Context, p lockPlan, c consistency.Consistency) (lockResult, error) {
 	var r lockResult
 	e, root, _, err := startWith(ctx, &wan.Config{RTT: p.rtt, Rate: p.linkRate})
 	if err != nil {

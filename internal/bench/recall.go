@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wan"
 )
@@ -33,7 +34,7 @@ func runRecall(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	defer e.Close()
-	cb, err := vfs.ParseConsistency("callback")
+	cb, err := consistency.Parse("callback")
 	if err != nil {
 		return nil, err
 	}

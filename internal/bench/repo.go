@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/vfs"
 )
 
@@ -25,7 +26,7 @@ func runRepoUpdate(ctx context.Context, o Options) ([]Row, error) {
 	modes := []string{"strict", fmt.Sprintf("window=%v", period), fmt.Sprintf("poll=%v", period), "callback"}
 	var rows []Row
 	for _, mode := range modes {
-		c, err := vfs.ParseConsistency(mode)
+		c, err := consistency.Parse(mode)
 		if err != nil {
 			return nil, err
 		}

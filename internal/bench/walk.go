@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wan"
 )
@@ -138,7 +139,7 @@ func besidePeer(rows, peers []Row) {
 func walkAt(ctx context.Context, o Options, e *Env, root string, tree walkTree, rtt time.Duration, modes []string) ([]Row, error) {
 	var rows []Row
 	for i, mode := range modes {
-		c, err := vfs.ParseConsistency(mode)
+		c, err := consistency.Parse(mode)
 		if err != nil {
 			return nil, err
 		}

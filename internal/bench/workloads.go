@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/pattern"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wan"
@@ -276,7 +277,7 @@ func runMake(ctx context.Context, o Options) ([]Row, error) {
 	var rows []Row
 	for i, mode := range modes {
 		cons, back := strings.CutSuffix(mode, "+back")
-		c, err := vfs.ParseConsistency(cons)
+		c, err := consistency.Parse(cons)
 		if err != nil {
 			return nil, err
 		}

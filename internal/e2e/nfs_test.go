@@ -214,6 +214,7 @@ func TestNFSGateway(t *testing.T) {
 
 	nfsRefusals(t, d, web, ga, root, src)
 	nfsHostile(t, ga)
+	nfsNotServed(t, ga, root)
 	if out, err := libnfs(t, "nfs-cat", ga.url("/d/data/small.txt")); err != nil || out != "small file\n" {
 		t.Errorf("nfs-cat after the malformed calls: %v %q", err, out)
 	}
@@ -466,6 +467,47 @@ func nfsHostile(t *testing.T, g *nfsGateway) {
 	}
 	if !strings.Contains(g.output(), "malformed call") || !strings.Contains(g.output(), "too many open") {
 		t.Errorf("the malformed calls are not logged:\n%s", g.output())
+	}
+}
+
+// nfsNotServed: LINK and MKNOD, which the gateway does not serve (go-nfs
+// read a LINK's arguments as a SYMLINK's), are answered NFS3ERR_NOTSUPP
+// in the reply's own shape, change nothing at the share, and the
+// connection serves the next call.
+func nfsNotServed(t *testing.T, g *nfsGateway, root string) {
+	const nfsProg, mountProg = 100003, 100005
+	before := treeState(t, root)
+	mnt, err := rpcExchange(t, g.addr, rpcCall(1, mountProg, 3, 1, xdrOpaque([]byte("/d/data"))))
+	if err != nil || len(mnt) != 1 || len(mnt[0]) < 32 {
+		t.Fatalf("MNT: %v", err)
+	}
+	rootFH := mnt[0][32 : 32+binary.BigEndian.Uint32(mnt[0][28:])]
+	look, err := rpcExchange(t, g.addr, rpcCall(2, nfsProg, 3, 3, append(xdrOpaque(rootFH), xdrOpaque([]byte("small.txt"))...)))
+	if err != nil || len(look) != 1 || binary.BigEndian.Uint32(look[0][24:]) != 0 {
+		t.Fatalf("LOOKUP small.txt: %v", err)
+	}
+	fileFH := look[0][32 : 32+binary.BigEndian.Uint32(look[0][28:])]
+	link := append(append(xdrOpaque(fileFH), xdrOpaque(rootFH)...), xdrOpaque([]byte("hard.txt"))...)
+	sattr := make([]byte, 24) // nothing set
+	mknod := append(append(append(xdrOpaque(rootFH), xdrOpaque([]byte("fifo"))...), 0, 0, 0, 7), sattr...)
+	r, err := rpcExchange(t, g.addr, rpcCall(3, nfsProg, 3, 15, link), rpcCall(4, nfsProg, 3, 11, mknod),
+		rpcCall(5, nfsProg, 3, 3, append(xdrOpaque(rootFH), xdrOpaque([]byte("small.txt"))...)))
+	if err != nil || len(r) != 3 {
+		t.Fatalf("LINK, MKNOD, LOOKUP: %d replies, %v", len(r), err)
+	}
+	for i, c := range []struct {
+		name string
+		size int
+	}{{"LINK", 24 + 16}, {"MKNOD", 24 + 12}} {
+		if st := binary.BigEndian.Uint32(r[i][24:]); st != 10004 || len(r[i]) != c.size {
+			t.Errorf("%s: status %d in a reply of %d bytes, want NFS3ERR_NOTSUPP (10004) in %d", c.name, st, len(r[i]), c.size)
+		}
+	}
+	if st := binary.BigEndian.Uint32(r[2][24:]); st != 0 {
+		t.Errorf("LOOKUP after LINK and MKNOD: status %d", st)
+	}
+	if after := treeState(t, root); after != before {
+		t.Errorf("LINK or MKNOD changed the share:\n%s\n%s", before, after)
 	}
 }
 

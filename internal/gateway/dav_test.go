@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
@@ -115,6 +116,17 @@ func TestWebDAVRefusals(t *testing.T) {
 		{"PROPFIND of 120,000 tokens", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + big, e.url + "/d/data/"}, 413},
 		{"PROPFIND with entities", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + laughs, e.url + "/d/data/"}, 400},
 		{"PROPFIND malformed", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", "--data-binary", "@" + malformed, e.url + "/d/data/"}, 400},
+		// What the front end does not serve is refused, never served as
+		// the plain request it resembles.
+		{"PUT of a range", "alice", []string{"-T", body, "-H", "Content-Range: bytes 0-6/100", e.url + "/d/data/keep.txt"}, 501},
+		{"PUT with a query", "alice", []string{"-T", body, e.url + "/d/data/keep.txt?append=1"}, 501},
+		{"PUT If-None-Match: * over a file", "alice", []string{"-T", body, "-H", "If-None-Match: *", e.url + "/d/data/keep.txt"}, 412},
+		{"PUT If-Match of another version", "alice", []string{"-T", body, "-H", `If-Match: "0-0"`, e.url + "/d/data/keep.txt"}, 412},
+		{"MOVE If-Match of another version", "alice", []string{"-X", "MOVE", "-H", dest("/d/data/moved.txt"), "-H", `If-Match: "0-0"`, e.url + "/d/data/keep.txt"}, 412},
+		{"DELETE If-Match of another version", "alice", []string{"-X", "DELETE", "-H", `If-Match: "0-0"`, e.url + "/d/data/keep.txt"}, 412},
+		{"POST (served by the library as a GET)", "alice", []string{"-X", "POST", "--data-binary", "@" + body, e.url + "/d/data/keep.txt"}, 405},
+		{"an unknown method", "alice", []string{"-X", "SEARCH", e.url + "/d/data/"}, 501},
+		{"PROPFIND with a query", "alice", []string{"-X", "PROPFIND", "-H", "Depth: 1", e.url + "/d/data/?x=1"}, 501},
 	} {
 		code, msg, _ := e.curl(t, c.user, c.args...)
 		if code != c.want {
@@ -151,7 +163,7 @@ func TestWebDAVGridLock(t *testing.T) {
 	os.WriteFile(lock, []byte(`<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>alice</D:owner></D:lockinfo>`), 0o644)
 
 	// Another agent: a second gateway with its own cache, for alice.
-	cons, _ := vfs.ParseConsistency("window=1s")
+	cons, _ := consistency.Parse("window=1s")
 	other, err := New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "other"), MemoryBytes: 16 << 20, DiskBytes: 1 << 30},
 		VFS: vfs.Options{Consistency: cons}})
 	if err != nil {

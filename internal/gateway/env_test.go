@@ -13,6 +13,7 @@ import (
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/wire"
@@ -62,7 +63,7 @@ func newEnv(t *testing.T, dav bool) *env {
 		t.Fatal(err)
 	}
 	e.gwCfg = &config.Config{Domain: "d", Controller: d.Admin.Controller, User: "web", CA: string(r.CA), Cert: string(r.Cert), Key: string(r.Key)}
-	cons, _ := vfs.ParseConsistency("window=1s")
+	cons, _ := consistency.Parse("window=1s")
 	wm, _ := vfs.ParseWriteMode("close")
 	e.g, err = New(Config{Client: e.gwCfg, Cache: cache.Options{Dir: filepath.Join(e.dir, "cache"), MemoryBytes: 64 << 20, DiskBytes: 1 << 30},
 		VFS: vfs.Options{Consistency: cons, Write: wm}})

@@ -155,6 +155,21 @@ func TestHTTPRefusals(t *testing.T) {
 		{"PUT over a directory", "alice", []string{"-T", body, e.url + "/d/data/dir"}, 409},
 		{"PUT with no parent", "alice", []string{"-T", body, e.url + "/d/data/none/x"}, 409},
 		{"oversized header", "alice", []string{"-H", "X-Big: " + strings.Repeat("a", 100<<10), "-T", body, e.url + "/d/data/new.txt"}, 431},
+		// What the front end does not serve is refused, never served as
+		// the plain request it resembles.
+		{"PUT of a range", "alice", []string{"-T", body, "-H", "Content-Range: bytes 0-6/100", e.url + "/d/data/keep.txt"}, 501},
+		{"PUT with a query", "alice", []string{"-T", body, e.url + "/d/data/keep.txt?append=1"}, 501},
+		{"DELETE with a query", "alice", []string{"-X", "DELETE", e.url + "/d/data/keep.txt?version=2"}, 501},
+		{"GET with an unknown query", "alice", []string{e.url + "/d/data/keep.txt?acl"}, 501},
+		{"PUT gzip-encoded", "alice", []string{"-T", body, "-H", "Content-Encoding: gzip", e.url + "/d/data/keep.txt"}, 415},
+		{"PUT If-None-Match: * over a file", "alice", []string{"-T", body, "-H", "If-None-Match: *", e.url + "/d/data/keep.txt"}, 412},
+		{"PUT If-Match of another version", "alice", []string{"-T", body, "-H", `If-Match: "0-0"`, e.url + "/d/data/keep.txt"}, 412},
+		{"PUT If-Unmodified-Since long ago", "alice", []string{"-T", body, "-H", "If-Unmodified-Since: Mon, 01 Jan 2001 00:00:00 GMT", e.url + "/d/data/keep.txt"}, 412},
+		{"DELETE If-Match of another version", "alice", []string{"-X", "DELETE", "-H", `If-Match: "0-0"`, e.url + "/d/data/keep.txt"}, 412},
+		{"POST", "alice", []string{"-X", "POST", "--data-binary", "@" + body, e.url + "/d/data/keep.txt"}, 405},
+		{"PATCH", "alice", []string{"-X", "PATCH", "--data-binary", "@" + body, e.url + "/d/data/keep.txt"}, 405},
+		{"MOVE without WebDAV", "alice", []string{"-X", "MOVE", "-H", "Destination: " + e.url + "/d/data/moved.txt", e.url + "/d/data/keep.txt"}, 405},
+		{"an unknown method", "alice", []string{"-X", "FROB", e.url + "/d/data/keep.txt"}, 501},
 	} {
 		code, msg, _ := e.curl(t, c.user, c.args...)
 		if code != c.want {

@@ -124,6 +124,13 @@ func (e *env) curlS3(t *testing.T, user string, args ...string) (int, string, st
 // the payload hash given ("" for the body's), and sends it.
 func (e *env) s3Do(t *testing.T, method, rawPath, key, secret string, body []byte, payload string, at time.Time, hdr ...string) (int, string) {
 	t.Helper()
+	code, out, _ := e.s3DoH(t, method, rawPath, key, secret, body, payload, at, hdr...)
+	return code, out
+}
+
+// s3DoH is s3Do that also returns the response's headers.
+func (e *env) s3DoH(t *testing.T, method, rawPath, key, secret string, body []byte, payload string, at time.Time, hdr ...string) (int, string, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(method, e.s3url+"/", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +161,7 @@ func (e *env) s3Do(t *testing.T, method, rawPath, key, secret string, body []byt
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), resp.Header
 }
 
 // TestS3Refusals: forged, unknown, stale and unsigned requests, a body
@@ -241,6 +248,18 @@ func TestS3Refusals(t *testing.T) {
 	}
 }
 
+// needBoto3 skips (fails in CI) a test that needs boto3.
+func needBoto3(t *testing.T) {
+	t.Helper()
+	needTool(t, "python3")
+	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("boto3 is not installed (./dev test installs it with pip)")
+		}
+		t.Skip("boto3 is not installed (./dev test installs it with pip)")
+	}
+}
+
 func between(s, a, b string) string {
 	_, rest, ok := strings.Cut(s, a)
 	if !ok {
@@ -261,13 +280,7 @@ func md5sum(b []byte) []byte {
 // a paginated ListObjectsV2, a delete. Bob, who may not write, is refused
 // a put with AccessDenied and the share is unchanged.
 func TestS3Boto3(t *testing.T) {
-	needTool(t, "python3")
-	if err := exec.Command("python3", "-c", "import boto3").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("boto3 is not installed (./dev test installs it with pip)")
-		}
-		t.Skip("boto3 is not installed (./dev test installs it with pip)")
-	}
+	needBoto3(t)
 	e := newEnv(t, false)
 	e.startS3(t)
 	big := filepath.Join(e.dir, "big.bin")

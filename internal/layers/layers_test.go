@@ -18,8 +18,9 @@ var rank = map[string]int{
 	"internal/config": 1, "internal/rpc": 1, "internal/store/storetest": 1, "internal/blockcache/cachetest": 1, "internal/store/etcdtest": 1,
 	"internal/client": 2, "internal/cache": 2,
 	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
-	"internal/vfs":   4,
-	"internal/mount": 5, "internal/web": 5, "internal/nfs": 5, // edges
+	"internal/consistency": 3, // freshness rules the vfs asks; edges ask through the vfs
+	"internal/vfs":         4,
+	"internal/mount":       5, "internal/web": 5, "internal/nfs": 5, // edges
 	"internal/agent": 6, "internal/gateway": 6, // each runs an edge over its vfs
 	"internal/cli": 7, "internal/testenv": 7, "internal/bench": 8, "internal/doctor": 8,
 	"cmd/pando": 9, "internal/e2e": 9, "internal/layers": 9,

@@ -17,6 +17,7 @@ import (
 	"pando.dev/pando/internal/agent"
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/procs"
 	"pando.dev/pando/internal/testenv"
@@ -456,7 +457,7 @@ func BenchmarkStatCached(b *testing.B) {
 			statAll(mnt)
 		}
 	})
-	window := vfs.Options{Consistency: vfs.Consistency{Mode: vfs.Window, Period: time.Hour}}
+	window := vfs.Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: time.Hour}}
 	b.Run("pando-cached", func(b *testing.B) {
 		a := startAgent(b, d, window, cache.Options{})
 		dir := filepath.Join(a.Mount().Dir(), "bench", "data", "tree")

@@ -8,8 +8,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"pando.dev/pando/internal/vfs"
 )
 
 // The kernel's copy of a listing. Directories are opened with FUSE's
@@ -35,7 +33,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if n.m.lent {
 		return h, 0, 0
 	}
-	if n.v(dctx).Policy(n.gpath()).Mode == vfs.Strict || n.v(dctx).Paged(dctx, n.gpath()) {
+	if !n.v(dctx).KernelListings(n.gpath()) || n.v(dctx).Paged(dctx, n.gpath()) {
 		// A large directory is listed a page at a time and not kept
 		// (pages.go): the kernel keeps no copy of it either.
 		return h, 0, 0

@@ -190,13 +190,12 @@ func (f *file) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 		return f.m.fail("fstat", f.h.Path(), err)
 	}
 	f.m.fillAttr(&out.Attr, a, f.m.ino(ctx, f.h.Path(), a))
-	// Under window and immutable, as long as the path's own attributes
-	// may be kept: without a timeout the kernel asks again before every
+	// As long as the path's own attributes may be kept, where its mode
+	// allows it: without a timeout the kernel asks again before every
 	// read of a page-cached file (FUSE's auto_inval_data), and a warm
-	// read goes at half speed. Under poll and callback the kernel's copy
-	// could outlive an invalidation that names another path (a rename).
-	if m := f.m.v.Policy(f.h.Path()).Mode; m == vfs.Window || m == vfs.Immutable {
-		out.SetTimeout(f.m.v.KernelTimeout(f.h.Path()))
+	// read goes at half speed.
+	if d, ok := f.m.v.OpenStatTimeout(f.h.Path()); ok {
+		out.SetTimeout(d)
 	}
 	return 0
 }

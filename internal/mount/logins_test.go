@@ -91,7 +91,7 @@ func TestLoginDispatch(t *testing.T) {
 // own vfs directly.
 func TestNodesReachVfsThroughCaller(t *testing.T) {
 	direct := regexp.MustCompile(`\.m\.v\.|\bm\.v\.(GetAttr|ReadDir|Open|Create|Mkdir|Unlink|Rmdir|Rename|Link|Symlink|Readlink|SetAttr|Mknod|StatFS|GetXattr|SetXattr|ListXattr|RemoveXattr|Lock|ReadDirPage|ListingStamp|Paged)\(`)
-	allowed := regexp.MustCompile(`\.m\.v\.(Policy|KernelTimeout)\(`) // the mount's options, the same for every vfs
+	allowed := regexp.MustCompile(`\.m\.v\.(KernelTimeout|OpenStatTimeout)\(`) // the mount's options, the same for every vfs
 	for _, f := range []string{"node.go", "xattr.go", "pages.go", "dircache.go", "lock.go", "file.go", "attr.go", "passthrough.go", "mount.go"} {
 		b, err := os.ReadFile(f)
 		if err != nil {

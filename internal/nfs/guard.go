@@ -129,6 +129,7 @@ func (c *guardConn) next() error {
 	if err := checkCall(b[4:]); err != nil {
 		return err
 	}
+	notServed(b[4:])
 	c.s.c.Requests.Add(1)
 	c.buf = b
 	return nil

@@ -46,7 +46,7 @@ type wdeleg struct {
 
 // backFor reports whether writes to p may be kept back under a delegation.
 func (v *FS) backFor(p string) bool {
-	return v.opts.Write == WriteBack && v.opts.policy(p).Mode == Callback
+	return v.opts.Write == WriteBack && v.opts.rule(p).OnChange().Recall
 }
 
 // openFlags adds the delegation request to a writable open of p.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestRecallBeforeOpenReply(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the share's watcher has seen it before the sessions start
 	v, _ := newFSWith(t, d, client.Options{Streams: 1, Session: "a"},
-		Options{Consistency: Consistency{Mode: Callback, Period: callbackLease}, Write: WriteBack})
+		Options{Consistency: consistency.Consistency{Mode: consistency.ModeCallback, Period: consistency.Lease}, Write: WriteBack})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	v.Connect(ctx)

@@ -15,6 +15,7 @@ import (
 
 	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -156,8 +157,8 @@ type attrEntry struct {
 // New makes a file system over a client and a block cache, opened by the
 // caller, who closes it after Close.
 func New(c *client.Client, ch blockcache.Cache, opts Options) *FS {
-	if opts.Consistency == (Consistency{}) {
-		opts.Consistency = DefaultConsistency
+	if opts.Consistency == (consistency.Consistency{}) {
+		opts.Consistency = consistency.Default
 	}
 	if opts.ReadAhead <= 0 {
 		opts.ReadAhead = 16
@@ -185,9 +186,6 @@ func (v *FS) Client() *client.Client { return v.c }
 
 // Cache is the block cache.
 func (v *FS) Cache() blockcache.Cache { return v.cache }
-
-// Policy returns the consistency that governs a global path.
-func (v *FS) Policy(p string) Consistency { return v.opts.policy(p) }
 
 // Options returns the options in force.
 func (v *FS) Options() Options { return v.opts }
@@ -332,7 +330,7 @@ func (v *FS) GetAttr(ctx context.Context, p string) (wire.Attr, error) {
 // getAttr is GetAttr; stale says whether an unreachable share's cached
 // attributes may be given.
 func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, error) {
-	pol := v.opts.policy(p)
+	pol := v.opts.rule(p)
 	v.mu.Lock()
 	e, ok := v.attrs.get(p)
 	v.mu.Unlock()
@@ -362,7 +360,7 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 			return wire.Attr{}, syscall.ENOENT
 		}
 	}
-	if !ok && pol.Mode == Immutable {
+	if !ok && !pol.Revalidates() {
 		// Immutable data is never revalidated: what an earlier run of
 		// the agent learnt is still true.
 		if a, found := v.persistedAttr(p); found {
@@ -378,7 +376,7 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 		if stale && unreachable(err) {
 			return v.staleAttr(p, e, ok, err)
 		}
-		if errors.Is(err, fs.ErrNotExist) && pol.Mode != Strict {
+		if errors.Is(err, fs.ErrNotExist) && pol.Caches() {
 			v.mu.Lock()
 			if v.gen == g {
 				v.attrs.put(p, attrEntry{at: time.Now(), neg: true})
@@ -397,26 +395,27 @@ func (v *FS) getAttr(ctx context.Context, p string, stale bool) (wire.Attr, erro
 	return v.localAttr(p, a), nil
 }
 
-// KernelTimeout is how long the kernel may keep p's entry and attributes:
-// under window=D, what is left of the window of the attributes the agent
-// holds (the kernel's copy must not make them older than D); under
-// callback, long while the share's lease holds (kernel.go); otherwise the
-// mode's timeout.
+// KernelTimeout is how long the kernel may keep p's entry and attributes,
+// as p's consistency rule says given the attributes the agent holds and
+// what the share's poller vouches for. A long timeout under callback is
+// noted at the poller, so that a lease that runs out makes the kernel
+// forget (kernel.go).
 func (v *FS) KernelTimeout(p string) time.Duration {
-	pol := v.opts.policy(p)
-	if pol.Mode == Callback {
-		return v.callbackTimeout(p, pol)
-	}
-	if pol.Mode != Window {
-		return pol.KernelTimeout()
-	}
+	pol := v.opts.rule(p)
+	var at time.Time
 	v.mu.Lock()
-	e, ok := v.attrs.get(p)
-	v.mu.Unlock()
-	if !ok {
-		return pol.Period
+	if e, ok := v.attrs.get(p); ok {
+		at = e.at
 	}
-	return max(pol.Period-time.Since(e.at), 0)
+	v.mu.Unlock()
+	vo, pl := v.vouch(context.Background(), p, pol)
+	d := pol.KernelTimeout(at, time.Now(), vo)
+	if d > 0 && pl != nil && pol.OnChange().Recall {
+		pl.mu.Lock()
+		pl.kernelHeld = true
+		pl.mu.Unlock()
+	}
+	return d
 }
 
 // follow keeps the cached data of a file in step with attributes just

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func TestCloseEndsCallbackSession(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the share's watcher has seen it before the session starts
 	v, _ := newFSWith(t, d, client.Options{Streams: 1, Session: "a"},
-		Options{Consistency: Consistency{Mode: Callback, Period: callbackLease}})
+		Options{Consistency: consistency.Consistency{Mode: consistency.ModeCallback, Period: consistency.Lease}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	v.Connect(ctx)

@@ -95,7 +95,7 @@ func (v *FS) Open(ctx context.Context, p string, flags uint32) (*Handle, error) 
 		}
 		h.KeepCache = false
 	}
-	if wantsWrite(flags) || v.opts.policy(p).Mode != Immutable {
+	if wantsWrite(flags) || v.opts.rule(p).Revalidates() {
 		h.openRemote()
 	}
 	return h, nil
@@ -457,7 +457,7 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 	// path still names this file; the share handle's otherwise (strict,
 	// or the file was unlinked or renamed over).
 	cached := false
-	if h.v.opts.policy(h.path).Mode != Strict {
+	if h.v.opts.rule(h.path).Caches() {
 		if ca, cerr := h.v.GetAttr(ctx, h.path); cerr == nil && ca.Ino == h.attr.Ino {
 			a, cached = ca, true
 		}

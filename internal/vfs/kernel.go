@@ -10,7 +10,8 @@ import (
 // share too (a read delegation: the share recalls it before a change
 // through any agent completes, and at once for a change at the share), so
 // the kernel may keep the entries and attributes the agent gives it for
-// long (callbackKernel): a walk again does not reach the agent at all.
+// long (consistency.CallbackKernel; KernelTimeout notes it at the poller):
+// a walk again does not reach the agent at all.
 // What keeps that from weakening the promise is the agent telling the
 // kernel to forget:
 //   - a recall (a changed path, or a directory whose listing changed) has
@@ -30,38 +31,7 @@ import (
 // their own goroutine, and the acknowledgement waits for them at most
 // kernelWait; a notification for something the kernel forgot is a no-op
 // (the edge finds no inode for it).
-const (
-	callbackKernel = time.Hour
-	kernelWait     = 500 * time.Millisecond
-)
-
-// callbackTimeout is how long the kernel may keep p's entry and
-// attributes under callback: callbackKernel while the back channel of p's
-// share holds its lease (noting that the kernel holds some of the share,
-// so that a lease that runs out makes it forget), else nothing. A path
-// above the shares (a domain's directory, made of the mount table) is
-// held by no share: it is kept for the mode's period, as under window (a
-// path walk would otherwise look it up again for every file).
-func (v *FS) callbackTimeout(p string, pol Consistency) time.Duration {
-	loc, err := v.c.Locate(context.Background(), p)
-	if err != nil {
-		return 0
-	}
-	if loc.Share == "" {
-		return pol.Period
-	}
-	pl := v.pollerFor(context.Background(), p, pol)
-	if pl == nil {
-		return 0
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if !pl.callback || pl.lastOK.IsZero() || time.Since(pl.lastOK) >= callbackLease {
-		return 0
-	}
-	pl.kernelHeld = true
-	return callbackKernel
-}
+const kernelWait = 500 * time.Millisecond
 
 // watchLease runs beside a callback poller: when the lease runs out while
 // the kernel holds entries of the share, the kernel is told to forget
@@ -76,7 +46,7 @@ func (pl *poller) watchLease() {
 		case <-t.C:
 		}
 		pl.mu.Lock()
-		lapsed := pl.kernelHeld && time.Since(pl.lastOK) >= callbackLease
+		lapsed := pl.kernelHeld && !pl.vouchLocked().LeaseHeld(time.Now())
 		if lapsed {
 			pl.kernelHeld = false
 		}
@@ -124,4 +94,19 @@ func waitKernel(dones []<-chan struct{}) {
 			return
 		}
 	}
+}
+
+// KernelListings reports whether the kernel may keep its own copy of p's
+// listing (FUSE's readdir cache) while the agent holds the same listing
+// and trusts it (ListingStamp): not where p's rule caches nothing.
+func (v *FS) KernelListings(p string) bool { return v.opts.rule(p).Caches() }
+
+// OpenStatTimeout is how long the kernel may keep the attributes of the
+// open file at p that it asked for (fstat), if p's rule lets it keep them
+// at all (consistency.Rule.KernelOpenStat).
+func (v *FS) OpenStatTimeout(p string) (time.Duration, bool) {
+	if !v.opts.rule(p).KernelOpenStat() {
+		return 0, false
+	}
+	return v.KernelTimeout(p), true
 }

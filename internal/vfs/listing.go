@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/blockcache"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -47,7 +48,7 @@ func (d *dirEntry) has(name string) bool {
 func (v *FS) made(p string, a wire.Attr, d uint64) {
 	dir, name := path.Split(p)
 	dir = path.Clean(dir)
-	mode := v.opts.policy(p).Mode
+	add := v.opts.rule(p).OnChange().AddToListing
 	// All at once: a listing taken here and put back later could undo
 	// another change's drop of it (a rename into the directory).
 	v.mu.Lock()
@@ -61,7 +62,7 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 	if own {
 		v.attrs.put(p, attrEntry{a: a, at: time.Now()})
 		v.known.put(p, v.attrs.peek(p))
-		if listed && (mode == Window || mode == Poll) {
+		if listed && add {
 			entries := make([]wire.DirEntry, 0, len(l.entries)+1)
 			for _, e := range l.entries {
 				if e.Name != name {
@@ -103,8 +104,8 @@ func (v *FS) persistedListing(p string) (listing, bool) {
 // object it has not built yet, a search path) then costs no round trip.
 // The listing's freshness is judged under p's mode; what the listing says
 // of names that are there went into the attribute cache with it.
-func (v *FS) unlisted(ctx context.Context, p string, pol Consistency) bool {
-	if pol.Mode == Strict {
+func (v *FS) unlisted(ctx context.Context, p string, pol consistency.Rule) bool {
+	if !pol.Caches() {
 		return false
 	}
 	dir, name := path.Split(p)
@@ -149,8 +150,8 @@ const listRevalidateMax = 4096
 // strict; or, under window and poll, when it is small and its listing was
 // never fetched (under callback that listing would take a hold on a whole
 // directory nobody listed).
-func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
-	if pol.Mode == Strict {
+func (v *FS) listParent(ctx context.Context, p string, pol consistency.Rule) bool {
+	if !pol.Caches() {
 		return false
 	}
 	dir := path.Dir(p)
@@ -165,7 +166,7 @@ func (v *FS) listParent(ctx context.Context, p string, pol Consistency) bool {
 	case listed && len(l.entries) <= listRevalidateMax:
 	case listed:
 		return v.listPage(ctx, dir, path.Base(p))
-	case pol.Mode != Window && pol.Mode != Poll:
+	case !pol.ListsParent():
 		return false
 	case !ok || d.neg || d.a.Mode&syscall.S_IFMT != syscall.S_IFDIR || d.a.Size > listParentMax:
 		return false
@@ -183,7 +184,7 @@ func (v *FS) ReadDir(ctx context.Context, p string) ([]wire.DirEntry, error) {
 
 // readDir is ReadDir, listing ahead depth levels of subdirectories.
 func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry, error) {
-	pol := v.opts.policy(p)
+	pol := v.opts.rule(p)
 	v.mu.Lock()
 	d, ok := v.dirs.get(p)
 	v.mu.Unlock()
@@ -197,7 +198,7 @@ func (v *FS) readDir(ctx context.Context, p string, depth int) ([]wire.DirEntry,
 	if err := v.downErr(ctx, p); err != nil {
 		return v.staleListing(p, d, ok, err)
 	}
-	if pol.Mode == Immutable {
+	if !pol.Revalidates() {
 		// Never revalidated: what an earlier run listed is still true.
 		if l, found := v.persistedListing(p); found {
 			v.mu.Lock()
@@ -237,10 +238,10 @@ func (v *FS) usedListing(p string) {
 // if not nil, puts the contents of small files the listing brought into
 // the block cache (fillListed): the caller runs it once it has handed the
 // listing on.
-func (v *FS) fetchListing(ctx context.Context, p string, pol Consistency) (_ []wire.DirEntry, fill func(), _ error) {
+func (v *FS) fetchListing(ctx context.Context, p string, pol consistency.Rule) (_ []wire.DirEntry, fill func(), _ error) {
 	g := v.generation()
 	var fileMax, budget uint32
-	if pol.Mode == Poll || pol.Mode == Callback {
+	if pol.FillsFromListing() {
 		fileMax, budget = listDataFile, listDataBudget
 	}
 	entries, dirAttr, data, err := v.c.ReadDirData(ctx, p, fileMax, budget)
@@ -337,8 +338,8 @@ func (v *FS) ListFilled() uint64 { return v.listFilled.Load() }
 // a listing (FUSE's readdir cache) for as long as the agent answers with
 // the same one.
 func (v *FS) ListingStamp(ctx context.Context, p string) (time.Time, bool) {
-	pol := v.opts.policy(p)
-	if pol.Mode == Strict {
+	pol := v.opts.rule(p)
+	if !pol.Caches() {
 		return time.Time{}, false
 	}
 	v.mu.Lock()

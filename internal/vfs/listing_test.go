@@ -11,6 +11,7 @@ import (
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
@@ -31,7 +32,7 @@ func TestListingBringsSmallFiles(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "include/h.h"), hdr, 0o644)
 	period := 300 * time.Millisecond
 	v, c := newFSWith(t, d, client.Options{Streams: 1, Session: "listing-test"},
-		Options{Consistency: Consistency{Mode: Poll, Period: period}})
+		Options{Consistency: consistency.Consistency{Mode: consistency.ModePoll, Period: period}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	v.Connect(ctx)

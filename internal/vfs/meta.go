@@ -7,11 +7,13 @@ import (
 	"syscall"
 	"time"
 
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/wire"
 )
 
 // Metadata at WAN latency. Whether cached attributes and listings may be
-// used is decided here, by the path's consistency mode (freshFor), and a
+// used is decided by the path's consistency rule (internal/consistency,
+// asked through freshFor), and a
 // stale one is revalidated by directory, not by file: the listing of a
 // directory comes with its entries' attributes (readdir in protocol.md),
 // so one request makes a directory and every entry in it fresh again
@@ -24,9 +26,7 @@ import (
 // attributes and listings of paths, each bounded (Options.MetaEntries,
 // least recently used dropped first: lru.go), with the counters that keep
 // an answer fetched before an invalidation from being cached after it. An
-// entry is used while its path's consistency mode trusts it (freshFor):
-// window=D for D after it was fetched, poll and callback while the
-// share's poller or lease vouches for it, immutable always, strict never.
+// entry is used while its path's consistency rule trusts it (freshFor).
 // FS.mu guards it.
 type metaCache struct {
 	attrs *lru[attrEntry] // by global path
@@ -58,16 +58,11 @@ func newMetaCache(max int) metaCache {
 		listing: make(map[string]*listFlight)}
 }
 
-// freshFor applies p's consistency mode to an entry fetched at t.
-func (v *FS) freshFor(ctx context.Context, p string, pol Consistency, t time.Time) bool {
-	if pol.Mode != Poll && pol.Mode != Callback {
-		return pol.fresh(t, time.Now())
-	}
-	pl := v.pollerFor(ctx, p, pol)
-	if pl == nil {
-		return false
-	}
-	return pl.fresh(t, time.Now())
+// freshFor asks p's consistency rule r whether an entry fetched at t may
+// be used now, with what the poller of p's share vouches for (vouch).
+func (v *FS) freshFor(ctx context.Context, p string, r consistency.Rule, t time.Time) bool {
+	vo, _ := v.vouch(ctx, p, r)
+	return r.Fresh(t, time.Now(), vo)
 }
 
 // listFlight is a listing being fetched from the share, which others who
@@ -87,7 +82,7 @@ type listFlight struct {
 //
 // A listing asked for ahead (since set: when it was queued) is not fetched
 // if the walk has listed p since.
-func (v *FS) listShared(ctx context.Context, p string, pol Consistency, since time.Time) ([]wire.DirEntry, error) {
+func (v *FS) listShared(ctx context.Context, p string, pol consistency.Rule, since time.Time) ([]wire.DirEntry, error) {
 	for {
 		v.mu.Lock()
 		if d, ok := v.dirs.get(p); ok && !since.IsZero() && d.at.After(since) {
@@ -166,8 +161,8 @@ func (v *FS) listAhead(p string, entries []wire.DirEntry, depth int) {
 			continue
 		}
 		kid := path.Join(p, e.Name)
-		pol := v.opts.policy(kid)
-		if pol.Mode == Strict {
+		pol := v.opts.rule(kid)
+		if !pol.Caches() {
 			continue
 		}
 		v.mu.Lock()
@@ -222,7 +217,7 @@ func (v *FS) aheadWorker() {
 }
 
 func (v *FS) listAheadOne(j aheadJob) {
-	pol := v.opts.policy(j.p)
+	pol := v.opts.rule(j.p)
 	v.mu.Lock()
 	d, ok := v.dirs.get(j.p)
 	_, busy := v.listing[j.p]

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/wire"
 )
@@ -79,7 +80,7 @@ func TestWalkRoundTripsPerDirectory(t *testing.T) {
 	const files = 5
 	dirs := walkTree(t, root, files)
 	period := 2 * time.Second
-	for _, pol := range []Consistency{{Mode: Window, Period: period}, {Mode: Poll, Period: period}, {Mode: Callback}} {
+	for _, pol := range []consistency.Consistency{{Mode: consistency.ModeWindow, Period: period}, {Mode: consistency.ModePoll, Period: period}, {Mode: consistency.ModeCallback}} {
 		t.Run(pol.String(), func(t *testing.T) {
 			v, c := newFSWith(t, d, client.Options{Streams: 1, Session: fmt.Sprint("walk-", pol.Mode)}, Options{Consistency: pol})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -98,7 +99,7 @@ func TestWalkRoundTripsPerDirectory(t *testing.T) {
 			}
 			look("first walk", uint64(dirs))
 			look("walk again at once", 0)
-			if pol.Mode == Window {
+			if pol.Mode == consistency.ModeWindow {
 				time.Sleep(period + 200*time.Millisecond)
 				look("walk after the window", uint64(dirs))
 			}
@@ -119,7 +120,7 @@ func TestStaleAttrsRevalidatedByDirectory(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, fmt.Sprint("f", k)), []byte("x"), 0o644)
 	}
 	period := 300 * time.Millisecond
-	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Window, Period: period}})
+	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: period}})
 	ctx := context.Background()
 	if _, err := v.ReadDir(ctx, "/uva/alpha/src"); err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func TestListingSharedUnlessInvalidated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const p = "/uva/alpha"
-	pol := v.Policy(p)
+	pol := v.opts.rule(p)
 	flight := func() *listFlight {
 		v.mu.Lock()
 		defer v.mu.Unlock()
@@ -184,14 +185,14 @@ func TestListAhead(t *testing.T) {
 	d := testenv.New(t, "uva")
 	root := d.AddShare("alpha")
 	walkTree(t, root, 2)
-	for _, pol := range []Consistency{{Mode: Window, Period: time.Minute}, {Mode: Strict}} {
+	for _, pol := range []consistency.Consistency{{Mode: consistency.ModeWindow, Period: time.Minute}, {Mode: consistency.ModeStrict}} {
 		v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: pol})
 		ctx := context.Background()
 		if _, err := v.ReadDir(ctx, "/uva/alpha/t"); err != nil {
 			t.Fatal(err)
 		}
 		deep := "/uva/alpha/t/d2/e1"
-		if pol.Mode == Strict {
+		if pol.Mode == consistency.ModeStrict {
 			time.Sleep(200 * time.Millisecond)
 			if n := v.ListedAhead(); n != 0 {
 				t.Errorf("strict: %d listings fetched ahead", n)
@@ -231,7 +232,7 @@ func TestListAheadOnlyWhatWasUsed(t *testing.T) {
 	root := d.AddShare("alpha")
 	walkTree(t, root, 1)
 	period := 300 * time.Millisecond
-	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Window, Period: period}})
+	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: period}})
 	ctx := context.Background()
 	settled := func() map[string]uint64 {
 		t.Helper()

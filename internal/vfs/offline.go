@@ -65,7 +65,7 @@ var ErrUnreachable = client.ErrUnreachable
 // servesStale reports whether p's cached copy is served while its share
 // is unreachable.
 func (v *FS) servesStale(p string) bool {
-	return v.opts.Offline == OfflineServe && v.opts.policy(p).Mode != Strict
+	return v.opts.Offline == OfflineServe && v.opts.rule(p).Caches()
 }
 
 // downErr returns the error of p's share while it is marked down (nil
@@ -139,17 +139,13 @@ func (v *FS) validated(ctx context.Context, p string) time.Time {
 	if ok {
 		at = e.at
 	}
-	if pol := v.opts.policy(p); ok && (pol.Mode == Poll || pol.Mode == Callback) {
+	if pol := v.opts.rule(p); ok && pol.PollEvery() > 0 {
 		if loc, err := v.c.Locate(ctx, p); err == nil {
 			v.mu.Lock()
 			pl := v.pollers[loc.Share]
 			v.mu.Unlock()
 			if pl != nil {
-				pl.mu.Lock()
-				if !at.Before(pl.validSince) && pl.lastOK.After(at) {
-					at = pl.lastOK
-				}
-				pl.mu.Unlock()
+				at = pol.Validated(at, pl.vouch())
 			}
 		}
 	}

@@ -3,78 +3,14 @@ package vfs
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
+
+	"pando.dev/pando/internal/consistency"
 )
 
-// Mode is a consistency mode.
-type Mode int
-
-// Consistency modes.
-const (
-	Window Mode = iota
-	Strict
-	Immutable
-	Poll     // GVFS invalidation polling every Period
-	Callback // GVFS-style callbacks: the share recalls before a change completes
-)
-
-// Callback timing: an idle long poll returns after callbackWait (a
-// heartbeat); the agent trusts its cache for callbackLease after sending a
-// poll that then succeeded, and the share waits at most that long (plus a
-// margin) for an agent that stopped answering.
-const (
-	callbackWait  = time.Second
-	callbackLease = 3 * time.Second
-)
-
-// Consistency is a mode and its period.
-type Consistency struct {
-	Mode   Mode
-	Period time.Duration // for Window
-}
-
-// DefaultConsistency is window=3s.
-var DefaultConsistency = Consistency{Mode: Window, Period: 3 * time.Second}
-
-func (c Consistency) String() string {
-	switch c.Mode {
-	case Strict:
-		return "strict"
-	case Immutable:
-		return "immutable"
-	case Poll:
-		return "poll=" + c.Period.String()
-	case Callback:
-		return "callback"
-	}
-	return "window=" + c.Period.String()
-}
-
-// ParseConsistency parses "strict", "immutable" or "window=D".
-func ParseConsistency(s string) (Consistency, error) {
-	switch {
-	case s == "strict":
-		return Consistency{Mode: Strict}, nil
-	case s == "immutable":
-		return Consistency{Mode: Immutable}, nil
-	case strings.HasPrefix(s, "window="):
-		d, err := time.ParseDuration(strings.TrimPrefix(s, "window="))
-		if err != nil || d < 0 {
-			return Consistency{}, fmt.Errorf("consistency %q: the window must be a duration such as 3s", s)
-		}
-		return Consistency{Mode: Window, Period: d}, nil
-	case strings.HasPrefix(s, "poll="):
-		d, err := time.ParseDuration(strings.TrimPrefix(s, "poll="))
-		if err != nil || d <= 0 {
-			return Consistency{}, fmt.Errorf("consistency %q: the poll period must be a duration such as 30s", s)
-		}
-		return Consistency{Mode: Poll, Period: d}, nil
-	case s == "callback":
-		return Consistency{Mode: Callback, Period: callbackLease}, nil
-	}
-	return Consistency{}, fmt.Errorf("unknown consistency %q; use strict, window=D (e.g. window=3s), poll=D (e.g. poll=30s), callback or immutable", s)
-}
+// callbackWait is how long an idle long poll under callback waits before
+// it returns (a heartbeat); the lease it renews is consistency.Lease.
+const callbackWait = time.Second
 
 // WriteMode says when written data reaches the share.
 type WriteMode int
@@ -113,43 +49,16 @@ func ParseWriteMode(s string) (WriteMode, error) {
 
 // Check reports options that do not fit together.
 func (o *Options) Check() error {
-	if o.Write != WriteBack {
+	if o.Write != WriteBack || consistency.Any(o.Consistency, o.Policies, consistency.ModeCallback) {
 		return nil
-	}
-	if o.Consistency.Mode == Callback {
-		return nil
-	}
-	for _, p := range o.Policies {
-		if p.Consistency.Mode == Callback {
-			return nil
-		}
 	}
 	return fmt.Errorf("write mode back needs write delegations, which only the callback consistency mode has; add --consistency callback (or a --policy PREFIX=callback), or use --write close")
 }
 
-// Policy applies a consistency mode to a path prefix.
-type Policy struct {
-	Prefix      string
-	Consistency Consistency
-}
-
-// ParsePolicy parses "PREFIX=MODE", e.g. "/uva/releases=immutable".
-func ParsePolicy(s string) (Policy, error) {
-	prefix, mode, ok := strings.Cut(s, "=")
-	if !ok || !strings.HasPrefix(prefix, "/") {
-		return Policy{}, fmt.Errorf("policy %q must look like /domain/prefix=MODE", s)
-	}
-	c, err := ParseConsistency(mode)
-	if err != nil {
-		return Policy{}, err
-	}
-	return Policy{Prefix: strings.TrimSuffix(prefix, "/"), Consistency: c}, nil
-}
-
 // Options configure a file system.
 type Options struct {
-	Consistency Consistency
-	Policies    []Policy
+	Consistency consistency.Consistency
+	Policies    []consistency.Policy // overrides of Consistency by path prefix
 	Write       WriteMode
 	// ReadAhead is how many blocks to keep in flight ahead of a sequential
 	// reader (default 16: 16 MiB, the bandwidth-delay product of 1 Gbit/s
@@ -180,41 +89,9 @@ type Options struct {
 // a listing's entry about 110).
 const DefaultMetaEntries = 200_000
 
-// policy returns the consistency for a global path: the longest matching
-// policy prefix, else the default.
-func (o *Options) policy(p string) Consistency {
-	best := -1
-	c := o.Consistency
-	for _, pol := range o.Policies {
-		if (p == pol.Prefix || strings.HasPrefix(p, pol.Prefix+"/")) && len(pol.Prefix) > best {
-			best, c = len(pol.Prefix), pol.Consistency
-		}
-	}
-	return c
-}
-
-// fresh reports whether something fetched at t is still good under c.
-func (c Consistency) fresh(t, now time.Time) bool {
-	switch c.Mode {
-	case Immutable:
-		return !t.IsZero()
-	case Strict:
-		return false
-	}
-	return !t.IsZero() && now.Sub(t) < c.Period
-}
-
-// KernelTimeout is how long the kernel may cache entries and attributes.
-// Under poll, the kernel asks again every period and the agent answers
-// from its cache unless a poll said the entry changed. Under callback it
-// depends on the share's lease (FS.KernelTimeout, kernel.go): nothing
-// here.
-func (c Consistency) KernelTimeout() time.Duration {
-	switch c.Mode {
-	case Immutable:
-		return time.Hour
-	case Strict, Callback:
-		return 0
-	}
-	return c.Period
+// rule returns the consistency rule of a global path: that of the longest
+// matching policy prefix, else the default. Every freshness decision of
+// the file system asks it.
+func (o *Options) rule(p string) consistency.Rule {
+	return consistency.For(o.Consistency, o.Policies, p).Rule()
 }

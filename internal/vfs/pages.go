@@ -35,7 +35,7 @@ const pagedEntryBytes = 20
 // rather than whole (ReadDir): when no fresh listing of it is cached and
 // its size says it may hold more than a quarter of Options.MetaEntries.
 func (v *FS) Paged(ctx context.Context, p string) bool {
-	pol := v.opts.policy(p)
+	pol := v.opts.rule(p)
 	v.mu.Lock()
 	d, listed := v.dirs.get(p)
 	v.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestLargeListingRevalidatedByPage(t *testing.T) {
 		}
 	}
 	period := 300 * time.Millisecond
-	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Window, Period: period}})
+	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: period}})
 	ctx := context.Background()
 	ents, err := v.ReadDir(ctx, "/uva/alpha/big")
 	if err != nil || len(ents) != n {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"pando.dev/pando/internal/consistency"
 )
 
 // poller polls one share's invalidation buffer for this agent (GVFS's
@@ -29,27 +31,32 @@ type poller struct {
 	validSince time.Time // entries fetched before this are void (last force)
 	lastOK     time.Time // when the last successful poll was sent
 	polls      uint64
-	kernelHeld bool          // the kernel was given long timeouts (callbackTimeout)
+	kernelHeld bool          // the kernel was given long timeouts (KernelTimeout)
 	first      chan struct{} // closed when the first poll was answered, or failed
 	firstOnce  sync.Once
 	done       chan struct{} // closed when run returns
 }
 
 // pollerFor returns the running poller for the share behind p, starting
-// one if needed.
-func (v *FS) pollerFor(ctx context.Context, p string, pol Consistency) *poller {
+// one if needed, under p's rule pol (which is polled).
+func (v *FS) pollerFor(ctx context.Context, p string, pol consistency.Rule) *poller {
 	loc, err := v.c.Locate(ctx, p)
 	if err != nil || loc.Share == "" {
 		return nil
 	}
+	return v.pollerAt(loc.Share, loc.Prefix, pol)
+}
+
+// pollerAt is pollerFor of a located path.
+func (v *FS) pollerAt(share, gpath string, pol consistency.Rule) *poller {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if pl := v.pollers[loc.Share]; pl != nil {
+	if pl := v.pollers[share]; pl != nil {
 		return pl
 	}
-	pl := &poller{v: v, share: loc.Share, gpath: loc.Prefix, period: pol.Period, callback: pol.Mode == Callback,
+	pl := &poller{v: v, share: share, gpath: gpath, period: pol.PollEvery(), callback: pol.OnChange().Recall,
 		first: make(chan struct{}), done: make(chan struct{})}
-	v.pollers[loc.Share] = pl
+	v.pollers[share] = pl
 	go pl.run()
 	return pl
 }
@@ -76,7 +83,7 @@ func (v *FS) Connect(ctx context.Context) {
 	}
 	var pls []*poller
 	for _, p := range paths {
-		if pol := v.opts.policy(p); pol.Mode == Poll || pol.Mode == Callback {
+		if pol := v.opts.rule(p); pol.PollEvery() > 0 {
 			if pl := v.pollerFor(ctx, p, pol); pl != nil {
 				pls = append(pls, pl)
 			}
@@ -103,29 +110,40 @@ func (pl *poller) answered() bool {
 	}
 }
 
-// fresh reports whether an entry fetched at t may be used without asking
-// the share.
-func (pl *poller) fresh(t, now time.Time) bool {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.lastOK.IsZero() || t.Before(pl.validSince) {
-		return false
+// vouch returns what the poller of p's share says of the cache, for p's
+// rule pol to judge by, and the poller (started if need be). It is zero,
+// and the poller nil, when pol is not polled or p cannot be located;
+// Above for a path above the shares.
+func (v *FS) vouch(ctx context.Context, p string, pol consistency.Rule) (consistency.Vouch, *poller) {
+	if pol.PollEvery() == 0 {
+		return consistency.Vouch{}, nil
 	}
-	if pl.callback {
-		return now.Sub(pl.lastOK) < callbackLease
+	loc, err := v.c.Locate(ctx, p)
+	if err != nil {
+		return consistency.Vouch{}, nil
 	}
-	if now.Sub(pl.lastOK) <= 2*pl.period {
-		return true
+	if loc.Share == "" {
+		return consistency.Vouch{Above: true}, nil
 	}
-	return now.Sub(t) < pl.period // polls failing: the window rule
+	pl := v.pollerAt(loc.Share, loc.Prefix, pol)
+	return pl.vouch(), pl
 }
 
-// leaseOK reports whether the back channel's lease holds now: the last
-// successful long poll was sent less than the lease ago.
-func (pl *poller) leaseOK(now time.Time) bool {
+// vouch is what the poller knows now of its share.
+func (pl *poller) vouch() consistency.Vouch {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.callback && !pl.lastOK.IsZero() && now.Sub(pl.lastOK) < callbackLease
+	return pl.vouchLocked()
+}
+
+// vouchLocked is vouch with pl.mu held.
+func (pl *poller) vouchLocked() consistency.Vouch {
+	return consistency.Vouch{LastOK: pl.lastOK, ValidSince: pl.validSince, Every: pl.period, Recalls: pl.callback}
+}
+
+// leaseOK reports whether the back channel's lease holds now.
+func (pl *poller) leaseOK(now time.Time) bool {
+	return pl.vouch().LeaseHeld(now)
 }
 
 // Staleness is how old the newest confirmation from the share is.
@@ -220,7 +238,7 @@ func (pl *poller) poll() error {
 		pl.mu.Unlock()
 		var wait, lease time.Duration
 		if pl.callback {
-			wait, lease = callbackWait, callbackLease
+			wait, lease = callbackWait, consistency.Lease
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(pl.period, 10*time.Second)+wait)
 		resp, err := pl.v.c.GetInvWait(ctx, pl.gpath, since, 4096, wait, lease)
@@ -331,7 +349,7 @@ func (v *FS) invalidate(g string) <-chan struct{} {
 			v.notifyKernel(kid, false)
 		}
 	}
-	if v.opts.policy(g).Mode == Callback {
+	if v.opts.rule(g).OnChange().Recall {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -15,6 +15,7 @@ import (
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/wan"
 	"pando.dev/pando/internal/wire"
@@ -166,7 +167,7 @@ func TestRefusedAtCloseRevertsTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Attributes trusted for an hour: the open below needs no share.
-	v := userFS(t, d, "bob", "read", Options{Consistency: Consistency{Mode: Window, Period: time.Hour}})
+	v := userFS(t, d, "bob", "read", Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: time.Hour}})
 	ctx := context.Background()
 	const p = "/uva/alpha/f"
 	if got := readAll(t, v, p); !bytes.Equal(got, original) {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
@@ -75,7 +76,7 @@ func TestOpenWhileReplaySettles(t *testing.T) {
 			}
 			// Attributes trusted for an hour: the open below asks the
 			// share nothing before it looks at the unsent data.
-			v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Window, Period: time.Hour}})
+			v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: time.Hour}})
 			ctx := context.Background()
 			const p = "/uva/alpha/f"
 			a, err := v.GetAttr(ctx, p)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/wan"
 )
@@ -131,7 +132,7 @@ func TestMissingNameFromListing(t *testing.T) {
 
 	// Strict asks the share every time.
 	s, c2 := newFS(t, d)
-	s.opts.Consistency = Consistency{Mode: Strict}
+	s.opts.Consistency = consistency.Consistency{Mode: consistency.ModeStrict}
 	if _, err := s.ReadDir(ctx, "/uva/alpha"); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestCachedReadDoesNotWaitForOpen(t *testing.T) {
 	want := bytes.Repeat([]byte("cached "), 1000)
 	os.WriteFile(filepath.Join(root, "h.h"), want, 0o644)
 	v, c := newFS(t, d)
-	v.opts.Consistency = Consistency{Mode: Window, Period: time.Hour}
+	v.opts.Consistency = consistency.Consistency{Mode: consistency.ModeWindow, Period: time.Hour}
 	ctx := context.Background()
 	read := func() *Handle {
 		h, err := v.Open(ctx, "/uva/alpha/h.h", syscall.O_RDONLY)
@@ -222,7 +223,7 @@ func TestConnectBeforeUse(t *testing.T) {
 	root := d.AddShare("alpha")
 	os.WriteFile(filepath.Join(root, "s.c"), []byte("x"), 0o644)
 	v, c := newFSWith(t, d, client.Options{Streams: 1, Session: "connect-test"},
-		Options{Consistency: Consistency{Mode: Poll, Period: time.Minute}})
+		Options{Consistency: consistency.Consistency{Mode: consistency.ModePoll, Period: time.Minute}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	v.Connect(ctx)

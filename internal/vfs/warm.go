@@ -106,15 +106,15 @@ func (v *FS) warm(ctx context.Context, ws warmSet) {
 // validates reports whether what is persisted of p is validated: not
 // under strict (nothing is trusted) nor immutable (trusted as it is).
 func (v *FS) validates(p string) bool {
-	m := v.opts.policy(p).Mode
-	return m != Strict && m != Immutable
+	pol := v.opts.rule(p)
+	return pol.Caches() && pol.Revalidates()
 }
 
 // ready reports whether p may be validated now: under poll and callback,
 // once its share's first poll was answered.
 func (v *FS) ready(ctx context.Context, p string) bool {
-	pol := v.opts.policy(p)
-	if pol.Mode != Poll && pol.Mode != Callback {
+	pol := v.opts.rule(p)
+	if pol.PollEvery() == 0 {
 		return true
 	}
 	pl := v.pollerFor(ctx, p, pol)

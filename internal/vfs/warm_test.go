@@ -14,13 +14,14 @@ import (
 
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
 )
 
 // runAgent starts one run of an agent on the cache in dir, with a session
 // of its own (as a restarted agent has), and connects it. stop ends the
 // run (the cache written to disk); the test's end stops it too.
-func runAgent(t *testing.T, d *testenv.Domain, dir string, pol Consistency) (v *FS, c *client.Client, stop func()) {
+func runAgent(t *testing.T, d *testenv.Domain, dir string, pol consistency.Consistency) (v *FS, c *client.Client, stop func()) {
 	t.Helper()
 	c, err := client.New(d.Admin, client.Options{Streams: 1, Session: fmt.Sprint("warm-", time.Now().UnixNano())})
 	if err != nil {
@@ -46,7 +47,7 @@ func runAgent(t *testing.T, d *testenv.Domain, dir string, pol Consistency) (v *
 
 // warmModes are the modes whose restarted agents validate what they
 // persisted; the window is long enough for a walk to fit in it.
-var warmModes = []Consistency{{Mode: Window, Period: time.Minute}, {Mode: Poll, Period: 2 * time.Second}, {Mode: Callback}}
+var warmModes = []consistency.Consistency{{Mode: consistency.ModeWindow, Period: time.Minute}, {Mode: consistency.ModePoll, Period: 2 * time.Second}, {Mode: consistency.ModeCallback}}
 
 // An agent restarted on the same cache looks up the mount's root and walks
 // the tree it walked before with one validation request to the share, and
@@ -98,7 +99,7 @@ func TestRestartStrictValidatesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	strict := Consistency{Mode: Strict}
+	strict := consistency.Consistency{Mode: consistency.ModeStrict}
 	v, _, stop := runAgent(t, d, dir, strict)
 	v.Connect(ctx)
 	walk(ctx, t, v, "/uva/alpha/t")
@@ -156,7 +157,7 @@ func TestRestartSeesChangesWhileDown(t *testing.T) {
 			must(os.Rename(filepath.Join(root, w, "a"), filepath.Join(root, w, "a2")))
 			must(os.Remove(filepath.Join(root, w, "b")))
 			must(os.WriteFile(filepath.Join(root, w, "new"), []byte("n"), 0o644))
-			other, _ := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: Consistency{Mode: Strict}})
+			other, _ := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: consistency.Consistency{Mode: consistency.ModeStrict}})
 			h, err := other.Open(ctx, g+"/s/f", syscall.O_RDWR)
 			must(err)
 			_, err = h.Write(ctx, []byte("new!"), 0)

@@ -127,3 +127,51 @@ func FuzzDAVBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzS3Classify: any method, query and header is named as one served
+// operation or refused, without panic; an accepted request takes no query
+// parameter its operation does not list, and one that names a
+// sub-resource (a setting of the object or bucket) is never taken as a
+// plain read, write or delete of it.
+func FuzzS3Classify(f *testing.F) {
+	for _, s := range [][3]string{
+		{"PUT", "acl", ""}, {"PUT", "tagging", ""}, {"DELETE", "tagging", ""}, {"GET", "attributes", ""},
+		{"PUT", "partNumber=1&uploadId=x", "x-amz-copy-source"}, {"GET", "", ""}, {"PUT", "x-id=PutObject", ""},
+		{"POST", "uploads", ""}, {"GET", "versionId=null", ""}, {"PUT", "", "x-amz-write-offset-bytes"},
+	} {
+		f.Add(s[0], s[1], s[2], "v", true)
+	}
+	f.Fuzz(func(t *testing.T, method, query, header, value string, object bool) {
+		r, err := http.NewRequest("GET", "https://gw/b/k", nil)
+		if err != nil {
+			return
+		}
+		r.Method, r.URL.RawQuery = method, query
+		if header != "" {
+			r.Header[http.CanonicalHeaderKey(header)] = []string{value}
+		}
+		key := ""
+		if object {
+			key = "k"
+		}
+		op, err := s3Classify(r, "b", key)
+		if err != nil {
+			return
+		}
+		q := r.URL.Query()
+		allowed := append(append([]string{}, s3CommonParams...), s3OpParams[op]...)
+		for k := range q {
+			found := false
+			for _, a := range allowed {
+				found = found || a == k
+			}
+			if !found {
+				t.Fatalf("%s ?%s taken as op %d with %q", method, query, op, k)
+			}
+		}
+		has := func(k string) bool { return q.Has(k) }
+		if (op == opGetObject || op == opPutObject || op == opDeleteObject || op == opCopyObject) && hasSubresource(has) {
+			t.Fatalf("%s ?%s names a sub-resource, and was taken as op %d", method, query, op)
+		}
+	})
+}

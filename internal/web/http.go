@@ -183,6 +183,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, fmt.Sprintf("%q: %v", r.URL.Path, err))
 		return
 	}
+	if code, msg := checkHTTPRequest(r, s.dav); code != 0 {
+		if code == http.StatusMethodNotAllowed || code == http.StatusNotImplemented {
+			w.Header().Set("Allow", strings.Join(allowed(s.dav), ", "))
+		}
+		s.fail(w, code, msg)
+		return
+	}
 	if dst := r.Header.Get("Destination"); dst != "" {
 		u, err := url.Parse(dst)
 		if err == nil {
@@ -213,6 +220,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.users.Release(user)
 	ctx := r.Context()
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if msg := preconditionFails(ctx, v, r, p); msg != "" {
+			s.fail(w, http.StatusPreconditionFailed, msg)
+			return
+		}
+	}
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		s.get(ctx, w, r, v, user, p)
@@ -247,12 +260,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodDelete:
 		s.delete(ctx, w, v, p)
 	case r.Method == http.MethodOptions:
-		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, MKCOL, OPTIONS")
+		w.Header().Set("Allow", strings.Join(allowed(false), ", "))
 		w.WriteHeader(http.StatusNoContent)
-	default:
-		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE, MKCOL, OPTIONS")
-		s.fail(w, http.StatusMethodNotAllowed, r.Method+" is not served here (GET, HEAD, PUT, DELETE, OPTIONS; WebDAV with pando serve webdav)")
 	}
+}
+
+// allowed is the Allow header's list of the front end's methods.
+func allowed(dav bool) []string {
+	if dav {
+		return davMethods
+	}
+	return httpMethods
 }
 
 func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, user, p string) {
@@ -355,19 +373,8 @@ func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
 func (s *Server) put(ctx context.Context, w http.ResponseWriter, r *http.Request, v *vfs.FS, user, p string) {
 	a, err := v.GetAttr(ctx, p)
 	exists := err == nil
-	switch {
-	case exists && a.Mode&syscall.S_IFMT != syscall.S_IFREG:
+	if exists && a.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		s.fail(w, http.StatusConflict, p+" is not a file")
-		return
-	case exists && r.Header.Get("If-None-Match") == "*":
-		s.fail(w, http.StatusPreconditionFailed, p+" exists")
-		return
-	case r.Header.Get("If-Match") != "" && (!exists || (r.Header.Get("If-Match") != "*" && r.Header.Get("If-Match") != ETag(a))):
-		s.fail(w, http.StatusPreconditionFailed, p+" is not the version named in If-Match")
-		return
-	}
-	if r.Header.Get("Content-Range") != "" {
-		s.fail(w, http.StatusNotImplemented, "a PUT replaces a whole file; Content-Range is not taken")
 		return
 	}
 	f, err := OpenFile(ctx, v, p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, 0o644)

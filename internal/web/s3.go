@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -198,6 +199,11 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	op, err := s3Classify(r, bucket, key)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	v, err := s.users.Acquire(r.Context(), user)
 	if err != nil {
 		s.fail(w, r, s3Errf(http.StatusServiceUnavailable, "ServiceUnavailable", "%v", err))
@@ -207,27 +213,26 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rq := &s3Req{s: s, w: w, r: r, v: v, user: user, bucket: bucket, key: key, payload: payload,
 		ctx: context.WithoutCancel(r.Context())}
-	switch {
-	case bucket == "" && r.Method == http.MethodGet:
+	switch op {
+	case opListBuckets:
 		err = rq.listBuckets()
-	case bucket == "":
-		err = s3Errf(http.StatusMethodNotAllowed, "MethodNotAllowed", "%s of the service is not served", r.Method)
-	case key == "":
-		err = rq.bucketOp(q)
-	case q.Has("uploads") && r.Method == http.MethodPost:
-		err = rq.initiate()
-	case q.Has("uploadId"):
-		err = rq.uploadOp(q)
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+	case opHeadBucket, opListObjects, opGetBucketLocation, opGetBucketVersioning, opListUploads,
+		opDeleteObjects, opCreateBucket, opDeleteBucket:
+		err = rq.bucketOp(op, q)
+	case opGetObject:
 		err = rq.get()
-	case r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
-		err = rq.copy()
-	case r.Method == http.MethodPut:
+	case opPutObject:
 		err = rq.put()
-	case r.Method == http.MethodDelete:
+	case opCopyObject:
+		err = rq.copy()
+	case opDeleteObject:
 		err = rq.delete()
+	case opInitiateUpload:
+		err = rq.initiate()
+	case opUploadPart, opUploadPartCopy, opCompleteUpload, opAbortUpload, opListParts:
+		err = rq.uploadOp(op, q)
 	default:
-		err = s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of an object is not served", r.Method)
+		err = s3Errf(http.StatusNotImplemented, "NotImplemented", "%s %s is not served", r.Method, s3What(bucket, key))
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -249,8 +254,7 @@ func (q *s3Req) path(key string) string {
 	return strings.TrimSuffix(path.Join("/", q.s.domain, q.bucket, key), "/")
 }
 
-func (q *s3Req) bucketOp(vals map[string][]string) error {
-	has := func(k string) bool { _, ok := vals[k]; return ok }
+func (q *s3Req) bucketOp(op s3Op, vals url.Values) error {
 	a, err := q.v.GetAttr(q.ctx, q.path(""))
 	if err != nil || a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		if err == nil || Errno(err) == syscall.ENOENT {
@@ -258,41 +262,30 @@ func (q *s3Req) bucketOp(vals map[string][]string) error {
 		}
 		return err
 	}
-	switch q.r.Method {
-	case http.MethodHead:
+	switch op {
+	case opHeadBucket:
 		return nil
-	case http.MethodGet:
-		switch {
-		case has("location"):
-			writeXML(q.w, struct {
-				XMLName xml.Name `xml:"LocationConstraint"`
-				NS      string   `xml:"xmlns,attr"`
-			}{NS: s3XMLNS})
-			return nil
-		case has("uploads"):
-			writeXML(q.w, struct {
-				XMLName xml.Name `xml:"ListMultipartUploadsResult"`
-				NS      string   `xml:"xmlns,attr"`
-				Bucket  string
-			}{NS: s3XMLNS, Bucket: q.bucket})
-			return nil
-		case has("versioning"):
-			writeXML(q.w, struct {
-				XMLName xml.Name `xml:"VersioningConfiguration"`
-				NS      string   `xml:"xmlns,attr"`
-			}{NS: s3XMLNS})
-			return nil
-		case has("acl"), has("policy"), has("lifecycle"), has("cors"), has("tagging"), has("website"), has("logging"), has("encryption"):
-			return s3Errf(http.StatusNotImplemented, "NotImplemented", "bucket configuration is pando's ACLs and mounts (pando acl, pando ns)")
-		}
+	case opGetBucketLocation:
+		writeXML(q.w, struct {
+			XMLName xml.Name `xml:"LocationConstraint"`
+			NS      string   `xml:"xmlns,attr"`
+		}{NS: s3XMLNS})
+		return nil
+	case opListUploads:
+		return q.listUploads(vals)
+	case opGetBucketVersioning:
+		writeXML(q.w, struct {
+			XMLName xml.Name `xml:"VersioningConfiguration"`
+			NS      string   `xml:"xmlns,attr"`
+		}{NS: s3XMLNS})
+		return nil
+	case opListObjects:
 		return q.list(vals)
-	case http.MethodPost:
-		if has("delete") {
-			return q.deleteObjects()
-		}
-	case http.MethodPut:
+	case opDeleteObjects:
+		return q.deleteObjects()
+	case opCreateBucket:
 		return s3Errf(http.StatusConflict, "BucketAlreadyOwnedByYou", "bucket %s exists; buckets are the domain's mounts, made with pando ns mount", q.bucket)
-	case http.MethodDelete:
+	case opDeleteBucket:
 		return s3Errf(http.StatusConflict, "BucketNotEmpty", "buckets are the domain's mounts, removed with pando ns unmount")
 	}
 	return s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of a bucket is not served", q.r.Method)

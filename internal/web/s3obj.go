@@ -65,6 +65,12 @@ func (q *s3Req) get() error {
 	}
 	q.w.Header().Set("ETag", q.etag(p, a))
 	q.w.Header().Set("Content-Type", "application/octet-stream")
+	// GetObject's response-* parameters name headers of the answer.
+	for param, vals := range q.r.URL.Query() {
+		if name, ok := strings.CutPrefix(param, "response-"); ok && len(vals) > 0 {
+			q.w.Header().Set(http.CanonicalHeaderKey(name), vals[0])
+		}
+	}
 	http.ServeContent(q.w, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
 	return nil
 }
@@ -131,6 +137,9 @@ func (q *s3Req) put() error {
 	}
 	defer sp.Close()
 	p := q.path(q.key)
+	if err := q.putPreconditions(p); err != nil {
+		return err
+	}
 	if strings.HasSuffix(q.key, "/") {
 		if sp.size != 0 {
 			return s3Errf(http.StatusBadRequest, "InvalidArgument", "a key ending in / is a directory and takes no content")
@@ -145,29 +154,40 @@ func (q *s3Req) put() error {
 }
 
 func (q *s3Req) copy() error {
-	src := q.r.Header.Get("X-Amz-Copy-Source")
-	if u, err := url.PathUnescape(src); err == nil {
-		src = u
-	}
-	src, _, _ = strings.Cut(src, "?")
-	bucket, key, _ := strings.Cut(strings.TrimPrefix(src, "/"), "/")
-	if err := checkBucket(bucket); err != nil {
-		return err
-	}
-	if err := checkKey(key); err != nil || strings.HasSuffix(key, "/") {
-		return s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q names no object", src)
-	}
-	sp := path.Join("/", q.s.domain, bucket, key)
-	f, err := OpenFile(q.ctx, q.v, sp, syscall.O_RDONLY, 0)
+	f, bucket, key, err := q.copySource()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if f.h == nil {
-		return s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q is a directory", src)
+	if bucket == q.bucket && key == q.key {
+		if q.r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
+			return s3Errf(http.StatusNotImplemented, "NotImplemented", "object metadata is not kept, so a copy of an object onto itself changes nothing; nothing was done")
+		}
+		return s3Errf(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 	}
+	if err := q.putPreconditions(q.path(q.key)); err != nil {
+		return err
+	}
+	// The source is read whole into the spool before the destination is
+	// opened for writing: two keys may name one file (a link at the
+	// share), which a truncating open would empty before it was read.
+	tmp, err := os.CreateTemp(q.s.spool, "copy-")
+	if err != nil {
+		return err
+	}
+	defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
 	h := md5.New()
-	if err := q.write(q.path(q.key), "", io.TeeReader(f, h)); err != nil {
+	n, err := io.Copy(io.MultiWriter(tmp, h), f)
+	if err == nil && n != f.Attr().Size {
+		err = fmt.Errorf("the source changed while it was read (%d bytes of %d)", n, f.Attr().Size)
+	}
+	if err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return err
+	}
+	if err := q.write(q.path(q.key), "", tmp); err != nil {
 		return err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -199,6 +219,16 @@ func (q *s3Req) remove(key string) error {
 }
 
 func (q *s3Req) delete() error {
+	if m := q.r.Header.Get("If-Match"); m != "" {
+		p := q.path(q.key)
+		a, err := q.v.GetAttr(q.ctx, p)
+		if err != nil {
+			return err
+		}
+		if !etagIn(m, q.etag(p, a)) {
+			return s3Errf(http.StatusPreconditionFailed, "PreconditionFailed", "%s is not the version named in If-Match; nothing was deleted", q.key)
+		}
+	}
 	if err := q.remove(q.key); err != nil {
 		return err
 	}
@@ -287,7 +317,7 @@ func (q *s3Req) initiate() error {
 	return nil
 }
 
-func (q *s3Req) uploadOp(vals url.Values) error {
+func (q *s3Req) uploadOp(op s3Op, vals url.Values) error {
 	id := vals.Get("uploadId")
 	s := q.s
 	s.mu.Lock()
@@ -296,31 +326,52 @@ func (q *s3Req) uploadOp(vals url.Values) error {
 	if u == nil || u.user != q.user || u.bucket != q.bucket || u.key != q.key {
 		return s3Errf(http.StatusNotFound, "NoSuchUpload", "no upload %.40q of this key is under way", id)
 	}
-	switch q.r.Method {
-	case http.MethodPut:
+	switch op {
+	case opUploadPart, opUploadPartCopy:
 		n, err := strconv.Atoi(vals.Get("partNumber"))
 		if err != nil || n < 1 || n > maxParts {
 			return s3Errf(http.StatusBadRequest, "InvalidArgument", "partNumber must be 1 to %d", maxParts)
 		}
-		sp, err := q.spool(filepath.Join(u.dir, fmt.Sprintf("part-%05d", n)))
+		dst := filepath.Join(u.dir, fmt.Sprintf("part-%05d", n))
+		var sum []byte
+		if op == opUploadPartCopy {
+			sum, err = q.copyPart(dst)
+		} else {
+			var sp *spooled
+			if sp, err = q.spool(dst); err == nil {
+				sp.f.Close() // kept until the upload ends
+				sum = sp.md5
+			}
+		}
 		if err != nil {
 			return err
 		}
-		sp.f.Close() // kept until the upload ends
 		s.mu.Lock()
-		u.parts[n] = sp.md5
+		u.parts[n] = sum
 		s.mu.Unlock()
-		q.w.Header().Set("ETag", `"`+hex.EncodeToString(sp.md5)+`"`)
+		etag := `"` + hex.EncodeToString(sum) + `"`
+		if op == opUploadPartCopy {
+			writeXML(q.w, struct {
+				XMLName      xml.Name `xml:"CopyPartResult"`
+				NS           string   `xml:"xmlns,attr"`
+				LastModified string
+				ETag         string
+			}{NS: s3XMLNS, LastModified: s3Time(time.Now().UnixNano()), ETag: etag})
+			return nil
+		}
+		q.w.Header().Set("ETag", etag)
 		return nil
-	case http.MethodDelete:
+	case opAbortUpload:
 		s.mu.Lock()
 		delete(s.uploads, id)
 		s.mu.Unlock()
 		os.RemoveAll(u.dir)
 		q.w.WriteHeader(http.StatusNoContent)
 		return nil
-	case http.MethodPost:
+	case opCompleteUpload:
 		return q.complete(id, u)
+	case opListParts:
+		return q.listParts(id, u)
 	}
 	return s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of an upload is not served", q.r.Method)
 }
@@ -337,6 +388,9 @@ func (q *s3Req) complete(id string, u *upload) error {
 	}
 	if len(req.Parts) == 0 {
 		return s3Errf(http.StatusBadRequest, "MalformedXML", "no parts named")
+	}
+	if err := q.putPreconditions(q.path(q.key)); err != nil {
+		return err
 	}
 	q.s.mu.Lock()
 	var readers []io.Reader

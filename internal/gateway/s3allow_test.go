@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"pando.dev/pando/internal/testenv"
+)
+
+// TestS3NotServedChangesNothing: each request the S3 front end does not
+// serve (sub-resources of objects and buckets, headers that ask for what
+// is not done, conditions that do not hold) is refused with S3's error,
+// and the share's bytes are the same after it: none is taken as a plain
+// read, write or delete of the object it names.
+func TestS3NotServedChangesNothing(t *testing.T) {
+	e := newEnv(t, false)
+	e.startS3(t)
+	content := []byte("the object's bytes, which no refused request may change\n")
+	os.WriteFile(filepath.Join(e.root, "obj.txt"), content, 0o644)
+	os.Mkdir(filepath.Join(e.root, "dir"), 0o755)
+	os.WriteFile(filepath.Join(e.root, "dir", "in.txt"), []byte("inside"), 0o644)
+	outside := filepath.Dir(e.root)
+	before, beforeOut := testenv.Tree(t, e.root), exports(testenv.Tree(t, outside))
+	alice := e.s3keys["alice"]
+	now := time.Now()
+	tagging := []byte(`<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`)
+	acl := []byte(`<AccessControlPolicy><Owner><ID>alice</ID></Owner><AccessControlList/></AccessControlPolicy>`)
+	retention := []byte(`<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>2030-01-01T00:00:00Z</RetainUntilDate></Retention>`)
+	wrongETag := `"` + hex.EncodeToString(md5sum([]byte("not the content"))) + `"`
+	_, _, h := e.s3DoH(t, "HEAD", "/data/obj.txt", alice[0], alice[1], nil, "", now)
+	rightETag := h.Get("ETag")
+	if rightETag == "" {
+		t.Fatal("HEAD of the object gave no ETag")
+	}
+
+	for _, c := range []struct {
+		name, method, path string
+		body               []byte
+		hdr                []string
+		want               int
+		code               string
+	}{
+		// The rows that destroyed data before: a setting's request taken
+		// as a write or a delete of the object.
+		{"PutObjectAcl", "PUT", "/data/obj.txt?acl", nil, []string{"X-Amz-Acl", "private"}, 501, "NotImplemented"},
+		{"PutObjectAcl with a body", "PUT", "/data/obj.txt?acl", acl, nil, 501, "NotImplemented"},
+		{"PutObjectTagging", "PUT", "/data/obj.txt?tagging", tagging, nil, 501, "NotImplemented"},
+		{"PutObjectRetention", "PUT", "/data/obj.txt?retention", retention, nil, 501, "NotImplemented"},
+		{"PutObjectLegalHold", "PUT", "/data/obj.txt?legal-hold", []byte(`<LegalHold><Status>ON</Status></LegalHold>`), nil, 501, "NotImplemented"},
+		{"DeleteObjectTagging", "DELETE", "/data/obj.txt?tagging", nil, nil, 501, "NotImplemented"},
+		// Reads of settings, answered before with the object's bytes.
+		{"GetObjectAcl", "GET", "/data/obj.txt?acl", nil, nil, 501, "NotImplemented"},
+		{"GetObjectTagging", "GET", "/data/obj.txt?tagging", nil, nil, 501, "NotImplemented"},
+		{"GetObjectAttributes", "GET", "/data/obj.txt?attributes", nil, []string{"X-Amz-Object-Attributes", "ETag"}, 501, "NotImplemented"},
+		{"GetObjectRetention", "GET", "/data/obj.txt?retention", nil, nil, 501, "NotImplemented"},
+		{"GetObjectLegalHold", "GET", "/data/obj.txt?legal-hold", nil, nil, 501, "NotImplemented"},
+		{"GetObjectTorrent", "GET", "/data/obj.txt?torrent", nil, nil, 501, "NotImplemented"},
+		{"RestoreObject", "POST", "/data/obj.txt?restore", []byte(`<RestoreRequest><Days>1</Days></RestoreRequest>`), nil, 501, "NotImplemented"},
+		{"SelectObjectContent", "POST", "/data/obj.txt?select&select-type=2", []byte(`<SelectObjectContentRequest/>`), nil, 501, "NotImplemented"},
+		{"an unknown parameter on a PUT", "PUT", "/data/obj.txt?newthing=1", []byte("x"), nil, 501, "NotImplemented"},
+		{"an unknown parameter on a DELETE", "DELETE", "/data/obj.txt?whatever", nil, nil, 501, "NotImplemented"},
+		{"a part number without an upload", "PUT", "/data/obj.txt?partNumber=1", []byte("x"), nil, 501, "NotImplemented"},
+		{"a version not kept", "DELETE", "/data/obj.txt?versionId=3HL4kqtJlcpXroDTDmjVBH40Nrjfkd", nil, nil, 501, "NotImplemented"},
+		{"GET a version not kept", "GET", "/data/obj.txt?versionId=3HL4kqtJlcpXroDTDmjVBH40Nrjfkd", nil, nil, 501, "NotImplemented"},
+		// Headers that ask for what is not done.
+		{"an append", "PUT", "/data/obj.txt", []byte("appended"), []string{"X-Amz-Write-Offset-Bytes", "57"}, 501, "NotImplemented"},
+		{"a PUT of a range", "PUT", "/data/obj.txt", []byte("patch"), []string{"Content-Range", "bytes 0-4/57"}, 501, "NotImplemented"},
+		{"server-side encryption", "PUT", "/data/obj.txt", []byte("secret"), []string{"X-Amz-Server-Side-Encryption", "AES256"}, 501, "NotImplemented"},
+		{"object lock", "PUT", "/data/obj.txt", []byte("locked"), []string{"X-Amz-Object-Lock-Mode", "GOVERNANCE"}, 501, "NotImplemented"},
+		{"tags on a PUT", "PUT", "/data/obj.txt", []byte("tagged"), []string{"X-Amz-Tagging", "k=v"}, 501, "NotImplemented"},
+		{"a public ACL", "PUT", "/data/obj.txt", []byte("public"), []string{"X-Amz-Acl", "public-read"}, 501, "NotImplemented"},
+		{"a grant", "PUT", "/data/obj.txt", []byte("granted"), []string{"X-Amz-Grant-Read", "id=bob"}, 501, "NotImplemented"},
+		// Conditions that do not hold change nothing.
+		{"If-None-Match: * over an object", "PUT", "/data/obj.txt", []byte("over"), []string{"If-None-Match", "*"}, 412, "PreconditionFailed"},
+		{"If-Match of another version", "PUT", "/data/obj.txt", []byte("over"), []string{"If-Match", wrongETag}, 412, "PreconditionFailed"},
+		{"If-Match of a missing object", "PUT", "/data/new.txt", []byte("new"), []string{"If-Match", wrongETag}, 404, "NoSuchKey"},
+		{"DELETE If-Match of another version", "DELETE", "/data/obj.txt", nil, []string{"If-Match", wrongETag}, 412, "PreconditionFailed"},
+		{"copy onto itself", "PUT", "/data/obj.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt"}, 400, "InvalidRequest"},
+		{"copy onto itself, replacing metadata", "PUT", "/data/obj.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Metadata-Directive", "REPLACE"}, 501, "NotImplemented"},
+		{"copy if the source matches another version", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-If-Match", wrongETag}, 412, "PreconditionFailed"},
+		{"copy if the source does not match its version", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-If-None-Match", rightETag}, 412, "PreconditionFailed"},
+		{"copy with a range", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-Range", "bytes=0-3"}, 400, "InvalidArgument"},
+		// Bucket settings.
+		{"PutBucketAcl", "PUT", "/data?acl", acl, nil, 501, "NotImplemented"},
+		{"PutBucketVersioning", "PUT", "/data?versioning", []byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`), nil, 501, "NotImplemented"},
+		{"PutBucketCors", "PUT", "/data?cors", []byte(`<CORSConfiguration/>`), nil, 501, "NotImplemented"},
+		{"GetBucketReplication", "GET", "/data?replication", nil, nil, 501, "NotImplemented"},
+		{"GetBucketAcl", "GET", "/data?acl", nil, nil, 501, "NotImplemented"},
+		{"DeleteBucketCors", "DELETE", "/data?cors", nil, nil, 501, "NotImplemented"},
+		{"DeleteBucketPolicy", "DELETE", "/data?policy", nil, nil, 501, "NotImplemented"},
+		{"ListObjectVersions", "GET", "/data?versions", nil, nil, 501, "NotImplemented"},
+		{"POST to a bucket", "POST", "/data", []byte("form"), nil, 501, "NotImplemented"},
+		{"POST to an object", "POST", "/data/obj.txt", []byte("x"), nil, 501, "NotImplemented"},
+	} {
+		code, out := e.s3Do(t, c.method, c.path, alice[0], alice[1], c.body, "", now, c.hdr...)
+		if code != c.want || (c.method != "HEAD" && !strings.Contains(out, "<Code>"+c.code+"</Code>")) {
+			t.Errorf("%s (%s %s): %d %s, want %d %s", c.name, c.method, c.path, code, out, c.want, c.code)
+		}
+		if b, err := os.ReadFile(filepath.Join(e.root, "obj.txt")); err != nil || string(b) != string(content) {
+			t.Fatalf("after %s the share holds %q (%v)", c.name, b, err)
+		}
+	}
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
+	sameTree(t, "beside the share", beforeOut, exports(testenv.Tree(t, outside)))
+
+	// What is served still is: the conditions that hold, and the
+	// response-* parameters of a GET.
+	if code, out := e.s3Do(t, "PUT", "/data/obj.txt", alice[0], alice[1], []byte("v2"), "", now, "If-Match", rightETag); code != 200 {
+		t.Errorf("PUT If-Match of the object's version: %d %s", code, out)
+	}
+	if code, out := e.s3Do(t, "PUT", "/data/fresh.txt", alice[0], alice[1], []byte("fresh"), "", now, "If-None-Match", "*"); code != 200 {
+		t.Errorf("PUT If-None-Match: * of a new key: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "obj.txt")); string(b) != "v2" {
+		t.Errorf("the conditional PUT that holds left %q", b)
+	}
+	code, body, hdr := e.s3DoH(t, "GET", "/data/fresh.txt?response-content-disposition=attachment&response-content-type=text%2Fplain", alice[0], alice[1], nil, "", now)
+	if code != 200 || body != "fresh" || hdr.Get("Content-Type") != "text/plain" || hdr.Get("Content-Disposition") != "attachment" {
+		t.Errorf("GET with response-* parameters: %d %q %v", code, body, hdr)
+	}
+}
+
+// TestS3UploadPartCopy: parts copied from objects (whole and by range)
+// and parts sent make one object, byte for byte; ListParts and
+// ListMultipartUploads show the upload under way, and only to its
+// initiator.
+func TestS3UploadPartCopy(t *testing.T) {
+	e := newEnv(t, false)
+	e.startS3(t)
+	src := filepath.Join(e.root, "src.bin")
+	testenv.MakeFile(t, src, 6<<20+5)
+	srcBytes, _ := os.ReadFile(src)
+	alice, bob := e.s3keys["alice"], e.s3keys["bob"]
+	now := time.Now()
+	code, out := e.s3Do(t, "POST", "/data/joined.bin?uploads", alice[0], alice[1], nil, "", now)
+	id := between(out, "<UploadId>", "</UploadId>")
+	if code != 200 || id == "" {
+		t.Fatalf("initiate: %d %s", code, out)
+	}
+	code, out = e.s3Do(t, "PUT", "/data/joined.bin?partNumber=1&uploadId="+id, alice[0], alice[1], nil, "", now, "X-Amz-Copy-Source", "/data/src.bin")
+	etag1 := strings.ReplaceAll(between(out, "<ETag>", "</ETag>"), "&#34;", `"`)
+	if code != 200 || !strings.Contains(out, "<CopyPartResult") || etag1 != `"`+hex.EncodeToString(md5sum(srcBytes))+`"` {
+		t.Fatalf("UploadPartCopy of the whole source: %d %s", code, out)
+	}
+	code, out = e.s3Do(t, "PUT", "/data/joined.bin?partNumber=2&uploadId="+id, alice[0], alice[1], nil, "", now,
+		"X-Amz-Copy-Source", "/data/src.bin", "X-Amz-Copy-Source-Range", "bytes=10-19")
+	etag2 := strings.ReplaceAll(between(out, "<ETag>", "</ETag>"), "&#34;", `"`)
+	if code != 200 || etag2 != `"`+hex.EncodeToString(md5sum(srcBytes[10:20]))+`"` {
+		t.Fatalf("UploadPartCopy of a range: %d %s", code, out)
+	}
+	code, out = e.s3Do(t, "PUT", "/data/joined.bin?partNumber=3&uploadId="+id, alice[0], alice[1], nil, "", now,
+		"X-Amz-Copy-Source", "/data/src.bin", "X-Amz-Copy-Source-Range", "bytes=10-99999999")
+	if code != 416 || !strings.Contains(out, "<Code>InvalidRange</Code>") {
+		t.Errorf("UploadPartCopy of a range past the end: %d %s", code, out)
+	}
+	if code, out = e.s3Do(t, "GET", "/data/joined.bin?uploadId="+id, alice[0], alice[1], nil, "", now); code != 200 ||
+		strings.Count(out, "<Part>") != 2 || !strings.Contains(out, "<Size>10</Size>") {
+		t.Errorf("ListParts: %d %s", code, out)
+	}
+	if code, out = e.s3Do(t, "GET", "/data?uploads", alice[0], alice[1], nil, "", now); code != 200 || !strings.Contains(out, "<UploadId>"+id+"</UploadId>") {
+		t.Errorf("ListMultipartUploads as alice: %d %s", code, out)
+	}
+	if code, out = e.s3Do(t, "GET", "/data?uploads", bob[0], bob[1], nil, "", now); code != 200 || strings.Contains(out, id) {
+		t.Errorf("ListMultipartUploads as bob shows alice's upload: %d %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "joined.bin")); err == nil {
+		t.Fatal("the object exists before the upload is complete")
+	}
+	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>` + etag1 + `</ETag></Part><Part><PartNumber>2</PartNumber><ETag>` + etag2 + `</ETag></Part></CompleteMultipartUpload>`)
+	if code, out = e.s3Do(t, "POST", "/data/joined.bin?uploadId="+id, alice[0], alice[1], complete, "", now); code != 200 {
+		t.Fatalf("complete: %d %s", code, out)
+	}
+	got, _ := os.ReadFile(filepath.Join(e.root, "joined.bin"))
+	want := append(append([]byte{}, srcBytes...), srcBytes[10:20]...)
+	if string(got) != string(want) {
+		t.Errorf("the object made of copied parts is %d bytes, not the %d copied", len(got), len(want))
+	}
+	testenv.SameFile(t, src, filepath.Join(e.root, "src.bin"))
+}
+
+// TestS3Boto3NotServed: boto3's calls that destroyed objects before
+// (put_object_acl emptied one, put_object_tagging replaced it by its XML,
+// delete_object_tagging deleted it, get_object_acl read its bytes as an
+// answer) are refused, the object is unchanged at the share, and
+// upload_part_copy copies.
+func TestS3Boto3NotServed(t *testing.T) {
+	needBoto3(t)
+	e := newEnv(t, false)
+	e.startS3(t)
+	content := "the object's bytes\n"
+	os.WriteFile(filepath.Join(e.root, "obj.txt"), []byte(content), 0o644)
+	script, _ := filepath.Abs(filepath.Join("testdata", "boto3_notserved.py"))
+	k := e.s3keys["alice"]
+	out, err := exec.Command("python3", script, e.s3url, e.cacert, k[0], k[1], filepath.Join(e.root, "obj.txt")).CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
+		t.Fatalf("boto3: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "obj.txt")); string(b) != content {
+		t.Errorf("the share holds %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "copied.txt")); string(b) != content {
+		t.Errorf("upload_part_copy made %q", b)
+	}
+}
