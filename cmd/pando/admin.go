@@ -18,20 +18,28 @@ import (
 
 func newNsCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "ns", Short: "Manage the namespace's mount table"}
-	cmd.AddCommand(&cobra.Command{
+	var replicas []string
+	mount := &cobra.Command{
 		Use:   "mount PREFIX SHARE[:PATH]",
 		Short: "Mount a share (or a directory inside it) at a global prefix",
 		Args:  cobra.ExactArgs(2),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
 			share, sub, _ := strings.Cut(args[1], ":")
-			return c.MountAdd(cmd.Context(), args[0], share, sub)
+			var more []wire.Location
+			for _, r := range replicas {
+				s, p, _ := strings.Cut(r, ":")
+				more = append(more, wire.Location{Share: s, SharePath: p, Kind: wire.LocReplica})
+			}
+			return c.Admin().MountAdd(cmd.Context(), args[0], share, sub, more...)
 		}),
-	}, &cobra.Command{
+	}
+	mount.Flags().StringArrayVar(&replicas, "replica", nil, "SHARE[:PATH] holding a read-only copy (repeatable; recorded and listed, reads still go to SHARE)")
+	cmd.AddCommand(mount, &cobra.Command{
 		Use:   "unmount PREFIX",
 		Short: "Remove a mount (the share's files are untouched)",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			return c.MountRemove(cmd.Context(), args[0])
+			return c.Admin().MountRemove(cmd.Context(), args[0])
 		}),
 	}, &cobra.Command{
 		Use:   "ls",
@@ -42,9 +50,11 @@ func newNsCmd(g *cli.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows := [][]string{{"PREFIX", "SHARE", "PATH"}}
+			rows := [][]string{{"PREFIX", "SHARE", "PATH", "ROLE"}}
 			for _, m := range mounts {
-				rows = append(rows, []string{m.Prefix, m.Share, "/" + m.SharePath})
+				for _, l := range m.Locations() {
+					rows = append(rows, []string{m.Prefix, l.Share, "/" + l.SharePath, l.Kind.String()})
+				}
 			}
 			return cli.Table(cmd.OutOrStdout(), rows)
 		}),
@@ -78,9 +88,9 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 			var resp wire.UserAddResp
 			var err error
 			if gatewayRole {
-				resp, err = c.GatewayAdd(cmd.Context(), name)
+				resp, err = c.Admin().GatewayAdd(cmd.Context(), name)
 			} else {
-				resp, err = c.UserAdd(cmd.Context(), name, groups)
+				resp, err = c.Admin().UserAdd(cmd.Context(), name, groups)
 			}
 			if err != nil {
 				return err
@@ -110,7 +120,7 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 		Short: "List users",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			users, err := c.UserList(cmd.Context())
+			users, err := c.Admin().UserList(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -133,7 +143,7 @@ PANDO_CONFIG=FILE, or by copying it to ` + config.DefaultPath() + `.`,
 		Short: "Revoke a user's credentials and access tokens at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			return c.UserRevoke(cmd.Context(), args[0])
+			return c.Admin().UserRevoke(cmd.Context(), args[0])
 		}),
 	})
 	cmd.AddCommand(newUserCredsCmds(g)...)
@@ -165,7 +175,7 @@ anyone; a WHO starting with '-' is a negative entry, which wins over grants.`,
 				who, neg := strings.CutPrefix(args[i], "-")
 				entries = append(entries, wire.ACLEntry{Who: who, Rights: args[i+1], Negative: neg})
 			}
-			return c.ACLSet(cmd.Context(), args[0], entries, replace)
+			return c.Admin().ACLSet(cmd.Context(), args[0], entries, replace)
 		}),
 	}
 	set.Flags().BoolVar(&replace, "replace", false, "replace the whole ACL instead of changing entries")
@@ -176,7 +186,7 @@ anyone; a WHO starting with '-' is a negative entry, which wins over grants.`,
 		Short: "Show the ACL on PATH, the ACLs it inherits, and your rights there",
 		Args:  cobra.ExactArgs(1),
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
-			r, err := c.ACLGet(cmd.Context(), args[0])
+			r, err := c.Admin().ACLGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -216,7 +226,7 @@ func newWhoamiCmd(g *cli.Globals) *cobra.Command {
 		Short: "Show who the controller takes you for",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			r, err := c.WhoAmI(cmd.Context())
+			r, err := c.Admin().WhoAmI(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,7 @@ func newUserCredsCmds(g *cli.Globals) []*cobra.Command {
 			if err != nil && line == "" {
 				return errors.New("no password was given on standard input")
 			}
-			if err := c.UserPasswd(cmd.Context(), name, strings.TrimRight(line, "\r\n")); err != nil {
+			if err := c.Admin().UserPasswd(cmd.Context(), name, strings.TrimRight(line, "\r\n")); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.ErrOrStderr())
@@ -50,7 +50,7 @@ func newUserCredsCmds(g *cli.Globals) []*cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			r, err := c.S3KeyCreate(cmd.Context(), name)
+			r, err := c.Admin().S3KeyCreate(cmd.Context(), name)
 			if err != nil {
 				return err
 			}

@@ -263,7 +263,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	bundle := filepath.Join(state, "gateway.json")
 	creds, err := config.Load(bundle)
 	if err != nil {
-		resp, err := cl.GatewayAdd(cmd.Context(), "gateway")
+		resp, err := cl.Admin().GatewayAdd(cmd.Context(), "gateway")
 		if err != nil {
 			return stop, fmt.Errorf("making the gateway's credentials (kept in %s, which is missing): %w", bundle, err)
 		}

@@ -116,7 +116,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 		Short: "List the shares registered with the controller",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			shares, err := c.ShareList(cmd.Context())
+			shares, err := c.Admin().ShareList(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -212,7 +212,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				}
 				shares = append(shares, s)
 				prefix := "/" + c.Domain() + "/" + name
-				if err := cl.MountAdd(ctx, prefix, name, ""); err != nil && !errors.Is(err, fs.ErrExist) {
+				if err := cl.Admin().MountAdd(ctx, prefix, name, ""); err != nil && !errors.Is(err, fs.ErrExist) {
 					return err
 				}
 				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)

@@ -128,7 +128,7 @@ func newStatusCmd(g *cli.Globals) *cobra.Command {
 		Short: "Show the domain's controllers, its store's members and its shares (administrators)",
 		Args:  cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			st, err := c.Status(cmd.Context())
+			st, err := c.Admin().Status(cmd.Context())
 			if err != nil {
 				return err
 			}

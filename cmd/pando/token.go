@@ -25,7 +25,7 @@ func newTokenCmd(g *cli.Globals) *cobra.Command {
 			"until it expires or you are revoked. Anyone who holds it acts as you: keep it as a password.",
 		Args: cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
-			r, err := c.TokenCreate(cmd.Context(), ttl)
+			r, err := c.Admin().TokenCreate(cmd.Context(), ttl)
 			if err != nil {
 				return err
 			}

@@ -67,7 +67,7 @@ func domainUp(ctx context.Context, g *cli.Globals) (bool, error) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	shares, err := c.ShareList(ctx)
+	shares, err := c.Admin().ShareList(ctx)
 	if err != nil {
 		return false, err
 	}

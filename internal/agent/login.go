@@ -273,7 +273,7 @@ func (a *Agent) login(ctx context.Context, uid uint32, req LoginRequest) (string
 		return "", fmt.Errorf("%w: %w", ErrLogin, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	who, err := p.Client().WhoAmI(wctx)
+	who, err := p.Client().Admin().WhoAmI(wctx)
 	cancel()
 	if err != nil {
 		p.Close()
@@ -370,7 +370,7 @@ func (a *Agent) recheckLogins(stop <-chan struct{}) {
 		a.logins.mu.Unlock()
 		for uid, u := range users {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := u.p.Client().WhoAmI(ctx)
+			_, err := u.p.Client().Admin().WhoAmI(ctx)
 			cancel()
 			if c := wire.CodeOf(err); c == wire.CodeTokenRevoked || c == wire.CodeNotRegistered {
 				a.cfg.Log.Info("a logged-in user was revoked; their login and cache are removed", "uid", uid, "principal", u.principal, "err", err)

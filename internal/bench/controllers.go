@@ -128,7 +128,7 @@ func ctrlTier(ctx context.Context, dir, storeURL string, n int) (*tier, error) {
 		return nil, err
 	}
 	defer c.Close()
-	if err := c.MountAdd(ctx, "/bench/data", "data", ""); err != nil {
+	if err := c.Admin().MountAdd(ctx, "/bench/data", "data", ""); err != nil {
 		t.close()
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (t *tier) load(ctx context.Context, dur time.Duration) (tokens, acls float6
 				err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: "/bench/data"}, &r)
 				if err == nil {
 					nTok.Add(1)
-					_, err = c.ACLGet(ctx, "/bench/data")
+					_, err = c.Admin().ACLGet(ctx, "/bench/data")
 				}
 				if err != nil {
 					mu.Lock()
@@ -222,7 +222,7 @@ func (t *tier) failover(ctx context.Context, cl *etcdrun.Cluster) ([]Row, error)
 	i := 0
 	etcdGap, err := firstOK(func() error {
 		i++
-		return c.ACLSet(ctx, "/bench/data", []wire.ACLEntry{{Who: fmt.Sprintf("u%d", i), Rights: "r"}}, false)
+		return c.Admin().ACLSet(ctx, "/bench/data", []wire.ACLEntry{{Who: fmt.Sprintf("u%d", i), Rights: "r"}}, false)
 	})
 	if rerr := cl.Restart(leader); err == nil {
 		err = rerr

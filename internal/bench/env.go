@@ -108,7 +108,7 @@ func (e *Env) AddShare(ctx context.Context, name string, link *wan.Config) (stri
 		return "", nil, err
 	}
 	defer c.Close()
-	if err := c.MountAdd(ctx, "/"+e.Domain+"/"+name, name, ""); err != nil {
+	if err := c.Admin().MountAdd(ctx, "/"+e.Domain+"/"+name, name, ""); err != nil {
 		return "", nil, err
 	}
 	return root, px, nil

@@ -97,7 +97,7 @@ func startShareProc(ctx context.Context, e *Env, name string) (string, *sharePro
 		return "", nil, err
 	}
 	defer c.Close()
-	if err := c.MountAdd(ctx, "/"+e.Domain+"/"+name, name, ""); err != nil {
+	if err := c.Admin().MountAdd(ctx, "/"+e.Domain+"/"+name, name, ""); err != nil {
 		return "", nil, err
 	}
 	return root, sp, nil

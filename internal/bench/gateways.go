@@ -338,7 +338,7 @@ func gatewayCreds(ctx context.Context, e *Env, name string) (*config.Config, err
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cl.GatewayAdd(ctx, name)
+	resp, err := cl.Admin().GatewayAdd(ctx, name)
 	cl.Close()
 	if err != nil {
 		return nil, err

@@ -310,19 +310,46 @@ func under(p, prefix string) bool {
 	return p == prefix || prefix == "/" || strings.HasPrefix(p, prefix+"/")
 }
 
-// Locate resolves a global path against the mount table.
+// Locate resolves a global path against the mount table, to the primary
+// location of the mount that holds it.
 func (c *Client) Locate(ctx context.Context, gpath string) (Loc, error) {
+	g, best, err := c.mountOf(ctx, gpath)
+	if err != nil || best == nil {
+		return Loc{Global: g}, err
+	}
+	return Loc{Global: g, Prefix: best.Prefix, Share: best.Share, Rel: joinRel(best.SharePath, g, best.Prefix)}, nil
+}
+
+// Locations returns every location of the mount that holds a global path,
+// the primary first, each with the share-relative path of gpath there
+// (none for a path above every mount). Requests go to the primary alone;
+// the others are for whoever asks (`pando ns ls`).
+func (c *Client) Locations(ctx context.Context, gpath string) ([]wire.Location, error) {
+	g, best, err := c.mountOf(ctx, gpath)
+	if err != nil || best == nil {
+		return nil, err
+	}
+	locs := best.Locations()
+	for i := range locs {
+		locs[i].SharePath = joinRel(locs[i].SharePath, g, best.Prefix)
+	}
+	return locs, nil
+}
+
+// mountOf cleans a global path and finds the mount that holds it (the
+// longest prefix; nil above every mount).
+func (c *Client) mountOf(ctx context.Context, gpath string) (string, *wire.MountEntry, error) {
 	g, err := Clean(gpath)
 	if err != nil {
-		return Loc{}, err
+		return "", nil, err
 	}
 	if g != "/" && !under(g, "/"+c.cfg.Domain) {
 		dom := strings.SplitN(strings.TrimPrefix(g, "/"), "/", 2)[0]
-		return Loc{}, &wire.Error{Code: wire.CodeNotExist, Message: fmt.Sprintf("%s: domain %q is not linked to this one (this is domain %q)", g, dom, c.cfg.Domain)}
+		return "", nil, &wire.Error{Code: wire.CodeNotExist, Message: fmt.Sprintf("%s: domain %q is not linked to this one (this is domain %q)", g, dom, c.cfg.Domain)}
 	}
 	mounts, err := c.MountTable(ctx)
 	if err != nil {
-		return Loc{}, err
+		return "", nil, err
 	}
 	var best *wire.MountEntry
 	for i := range mounts {
@@ -331,15 +358,18 @@ func (c *Client) Locate(ctx context.Context, gpath string) (Loc, error) {
 			best = m
 		}
 	}
-	if best == nil {
-		return Loc{Global: g}, nil
-	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(g, best.Prefix), "/")
-	rel = strings.Trim(path.Join(best.SharePath, rel), "/")
+	return g, best, nil
+}
+
+// joinRel is the share-relative path of global path g, below mount
+// prefix, at a location whose share path stands for prefix.
+func joinRel(sharePath, g, prefix string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(g, prefix), "/")
+	rel = strings.Trim(path.Join(sharePath, rel), "/")
 	if rel == "." {
 		rel = ""
 	}
-	return Loc{Global: g, Prefix: best.Prefix, Share: best.Share, Rel: rel}, nil
+	return rel
 }
 
 // target returns a resolution (share addresses and token) for prefix. A

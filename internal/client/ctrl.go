@@ -434,7 +434,7 @@ func (c *Client) followMounts() {
 func (c *Client) setMounts(entries []wire.MountEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !slices.Equal(c.mounts, entries) {
+	if !slices.EqualFunc(c.mounts, entries, wire.MountEntry.Equal) {
 		c.mountsGen++
 		c.targets = make(map[string]*target)
 	}

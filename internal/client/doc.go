@@ -4,6 +4,11 @@
 // shares (a control channel and data channels per share), and runs file
 // operations on them.
 //
+// Client is the data path: resolving paths and running file operations.
+// The domain's administration (mounts, shares, users, ACLs, credentials,
+// and the credential checks gateways make) is on Admin, from
+// Client.Admin, which shares the Client's controller connection.
+//
 // Contract:
 //   - Every call has a deadline (the context's, or rpc.DefaultTimeout).
 //   - What is retried is decided by wire.FateOf, as everywhere: idempotent

@@ -63,7 +63,7 @@ func hostileShare(t *testing.T, d *testenv.Domain, name string, list func() (wir
 		})}
 	go srv.Serve(tls.NewListener(ln, srv.TLS))
 	t.Cleanup(func() { srv.Close() })
-	if err := admin.MountAdd(ctx, "/"+d.Ctrl.Domain()+"/"+name, name, ""); err != nil {
+	if err := admin.Admin().MountAdd(ctx, "/"+d.Ctrl.Domain()+"/"+name, name, ""); err != nil {
 		t.Fatal(err)
 	}
 }

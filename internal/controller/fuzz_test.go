@@ -14,7 +14,7 @@ import (
 )
 
 // fuzzController is a controller of domain fz with a share "data" mounted
-// at /fz/data, a user alice who may read and list there but not in
+// at /fz/data, a share "copy" mounted nowhere, a user alice who may read and list there but not in
 // /fz/data/secret, and nothing else.
 func fuzzController(tb testing.TB) *Controller {
 	tb.Helper()
@@ -24,8 +24,10 @@ func fuzzController(tb testing.TB) *Controller {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	if err := put(ctx, c.st, pfxShare+"data", shareRec{Name: "data", Addrs: []string{"127.0.0.1:1"}}); err != nil {
-		tb.Fatal(err)
+	for _, name := range []string{"data", "copy"} {
+		if err := put(ctx, c.st, pfxShare+name, shareRec{Name: name, Addrs: []string{"127.0.0.1:1"}}); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	if err := put(ctx, c.st, pfxMount+"/fz/data", wire.MountEntry{Prefix: "/fz/data", Share: "data", SharePath: "exp"}); err != nil {
 		tb.Fatal(err)
@@ -104,6 +106,8 @@ func controllerSeeds(f *testing.F) {
 		{wire.OpResolve, wire.ResolveReq{Path: "/fz/../etc"}},
 		{wire.OpMountList, wire.Empty{}},
 		{wire.OpMountAdd, wire.MountEntry{Prefix: "/fz/mine", Share: "data", SharePath: "/../x"}},
+		{wire.OpMountAdd, wire.MountEntry{Prefix: "/fz/two", Share: "data", More: []wire.Location{{Share: "copy", SharePath: "/y/", Kind: wire.LocReplica}}}},
+		{wire.OpMountAdd, wire.MountEntry{Prefix: "/fz/bad", Share: "data", More: []wire.Location{{Share: "copy", SharePath: "../y", Kind: wire.LocReplica}, {Share: "data", Kind: 9}}}},
 		{wire.OpMountRemove, wire.PathReq{Path: "/fz/data"}},
 		{wire.OpShareRegister, wire.ShareRegisterReq{Name: "evil", Addrs: []string{"10.0.0.1:1"}, CSR: []byte("not a csr")}},
 		{wire.OpShareList, wire.Empty{}},
@@ -225,9 +229,7 @@ func FuzzControllerAdmin(f *testing.F) {
 			if _, err := c.cleanGlobal(m.Prefix, true); err != nil {
 				t.Fatalf("mount at %q: %v", m.Prefix, err)
 			}
-			if _, err := auth.CleanRel(m.SharePath); err != nil {
-				t.Fatalf("mount of share path %q: %v", m.SharePath, err)
-			}
+			checkStoredLocations(t, c, m)
 		}
 		for _, pfx := range []string{pfxUser, pfxShare} {
 			kvs, err := c.st.List(ctx, pfx)

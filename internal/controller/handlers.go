@@ -283,54 +283,6 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	}}, nil
 }
 
-func (c *Controller) mountAdd(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
-	var m wire.MountEntry
-	if err := req.Decode(&m); err != nil {
-		return rpc.Reply{}, err
-	}
-	if _, err := c.cleanGlobal(m.Prefix, true); err != nil {
-		return rpc.Reply{}, err
-	}
-	if _, err := c.require(ctx, p, m.Prefix, auth.Admin); err != nil {
-		return rpc.Reply{}, err
-	}
-	m.SharePath = strings.Trim(m.SharePath, "/")
-	if m.SharePath != "" {
-		if _, err := auth.CleanRel(m.SharePath); err != nil {
-			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "share path: %v", err)
-		}
-	}
-	if _, err := get[shareRec](ctx, c.st, pfxShare+m.Share); err != nil {
-		return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %q is not registered (see `pando share ls`)", m.Share)
-	}
-	b, err := wire.Marshal(m)
-	if err != nil {
-		return rpc.Reply{}, err
-	}
-	if err := c.st.CompareAndSwap(ctx, pfxMount+m.Prefix, nil, b); errors.Is(err, store.ErrConflict) {
-		return rpc.Reply{}, wire.Errorf(wire.CodeExist, "%s is already a mount; unmount it first", m.Prefix)
-	} else if err != nil {
-		return rpc.Reply{}, err
-	}
-	return rpc.Reply{}, nil
-}
-
-func (c *Controller) mountRemove(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
-	var r wire.PathReq
-	if err := req.Decode(&r); err != nil {
-		return rpc.Reply{}, err
-	}
-	if _, err := c.require(ctx, p, r.Path, auth.Admin); err != nil {
-		return rpc.Reply{}, err
-	}
-	if err := c.st.Delete(ctx, pfxMount+r.Path); errors.Is(err, store.ErrNotFound) {
-		return rpc.Reply{}, wire.Errorf(wire.CodeNotExist, "%s is not a mount (see `pando ns ls`)", r.Path)
-	} else if err != nil {
-		return rpc.Reply{}, err
-	}
-	return rpc.Reply{}, nil
-}
-
 func (c *Controller) shareRegister(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
 	var r wire.ShareRegisterReq
 	if err := req.Decode(&r); err != nil {

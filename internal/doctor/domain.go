@@ -53,7 +53,7 @@ func checkDomain(ctx context.Context, cfg *config.Config, o Options) []Result {
 
 	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	sent := o.Now()
-	who, err := c.WhoAmI(cctx)
+	who, err := c.Admin().WhoAmI(cctx)
 	got := o.Now()
 	cancel()
 	if err != nil {
@@ -99,7 +99,7 @@ func clockResult(ctrlNow int64, sent time.Time, rtt time.Duration) Result {
 // answers at its addresses, and a path it serves can be read from here.
 func checkShares(ctx context.Context, c *client.Client, o Options) []Result {
 	sctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	shares, err := c.ShareList(sctx)
+	shares, err := c.Admin().ShareList(sctx)
 	cancel()
 	if err != nil {
 		return []Result{{"shares", Fail, fmt.Sprintf("the controller did not list its shares (%v): check the controller's log", err)}}
@@ -155,12 +155,20 @@ func checkShare(ctx context.Context, c *client.Client, s wire.ShareInfo, mounts 
 	}
 	// Then a request through the client, to a path the share serves:
 	// TLS, the token, the protocol.
-	prefix := ""
+	prefix, replicaOf := "", ""
 	for _, m := range mounts {
 		if m.Share == s.Name {
 			prefix = m.Prefix
 			break
 		}
+		for _, l := range m.More {
+			if l.Share == s.Name && replicaOf == "" {
+				replicaOf = m.Prefix
+			}
+		}
+	}
+	if prefix == "" && replicaOf != "" {
+		return Result{name, OK, fmt.Sprintf("answers at %s; holds a replica of %s (replicas are listed, not yet read from)", answered, replicaOf)}
 	}
 	if prefix == "" {
 		return Result{name, Warn, fmt.Sprintf("share %s answers at %s but no path is mounted from it: mount it (pando ns mount /DOMAIN/%s %s)", s.Name, answered, s.Name, s.Name)}

@@ -101,6 +101,19 @@ func TestCLI(t *testing.T) {
 	d.pando(a, "ns", "mount", "/uva/alpha-x", "alpha").fails(6, "already a mount")
 	d.pando(a, "ns", "mount", "/uva/nope", "nosuchshare").fails(3, "not registered")
 	d.pando(a, "ns", "unmount", "/uva/alpha-x").ok()
+	d.pando(a, "ns", "mount", "/uva/alpha-x", "alpha:x", "--replica", "nosuchshare").fails(3, "not registered")
+	d.pando(a, "ns", "mount", "/uva/alpha-x", "alpha:x", "--replica", "alpha:y").fails(1, "a second time")
+	d.pando(a, "ns", "mount", "/uva/alpha-x", "alpha:x", "--replica", "beta:copy/x").ok()
+	if ls := d.pando(a, "ls", "/uva/alpha-x").ok().stdout; ls != "y/\n" {
+		t.Errorf("a mount with a replica lists %q, not its primary's files", ls)
+	}
+	ns = d.pando(a, "ns", "ls").ok().stdout
+	for _, want := range []string{"/uva/alpha-x  alpha  /x       primary", "/uva/alpha-x  beta   /copy/x  replica"} {
+		if !strings.Contains(ns, want) {
+			t.Errorf("ns ls lacks %q:\n%s", want, ns)
+		}
+	}
+	d.pando(a, "ns", "unmount", "/uva/alpha-x").ok()
 	d.pando(a, "ls", "/uva/alpha-x").fails(3, "no share is mounted")
 
 	// Users and ACLs.

@@ -65,7 +65,7 @@ func (p *ctlPasswords) Check(user, pw string) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = cl.PasswordCheck(ctx, user, pw)
+	err = cl.Admin().PasswordCheck(ctx, user, pw)
 	if err != nil && wire.CodeOf(err) != wire.CodeAccess {
 		return false // the controller could not say: nothing remembered
 	}
@@ -99,7 +99,7 @@ func (k *ctlS3Keys) Secret(access string) (string, string, bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := cl.S3KeyGet(ctx, access)
+	r, err := cl.Admin().S3KeyGet(ctx, access)
 	switch wire.CodeOf(err) {
 	case 0, wire.CodeNotExist, wire.CodeTokenRevoked, wire.CodeNotRegistered:
 	default:

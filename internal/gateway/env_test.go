@@ -43,7 +43,7 @@ func newEnv(t *testing.T, dav bool) *env {
 	ctx := context.Background()
 	admin := d.Client(d.Admin)
 	for _, u := range []string{"alice", "bob"} {
-		r, err := admin.UserAdd(ctx, u, nil)
+		r, err := admin.Admin().UserAdd(ctx, u, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,10 +55,10 @@ func newEnv(t *testing.T, dav bool) *env {
 			t.Fatal(err)
 		}
 	}
-	if err := admin.ACLSet(ctx, "/d/data", []wire.ACLEntry{{Who: "alice", Rights: "rlidwk"}, {Who: "bob", Rights: "rl"}}, false); err != nil {
+	if err := admin.Admin().ACLSet(ctx, "/d/data", []wire.ACLEntry{{Who: "alice", Rights: "rlidwk"}, {Who: "bob", Rights: "rl"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	r, err := admin.GatewayAdd(ctx, "web")
+	r, err := admin.Admin().GatewayAdd(ctx, "web")
 	if err != nil {
 		t.Fatal(err)
 	}

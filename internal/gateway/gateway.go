@@ -280,7 +280,7 @@ func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error)
 		return wire.ACLResp{}, err
 	}
 	defer g.Release(user)
-	return v.Client().ACLGet(ctx, p)
+	return v.Client().Admin().ACLGet(ctx, p)
 }
 
 // Status is what the web page's status shows to user: the gateway's
@@ -306,7 +306,7 @@ func (g *Gateway) Status(ctx context.Context, user string) (web.PageStatus, erro
 		{"files cached", fmt.Sprint(st.Cache.Files)},
 		{"opens read from the cache file", fmt.Sprint(st.Direct)},
 	}
-	out.Shares, err = v.Client().ShareList(ctx)
+	out.Shares, err = v.Client().Admin().ShareList(ctx)
 	return out, err
 }
 

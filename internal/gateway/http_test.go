@@ -119,7 +119,7 @@ func TestHTTPRefusals(t *testing.T) {
 
 	// Another domain, with a user of the same name.
 	other := testenv.New(t, "d2")
-	r, err := other.Client(other.Admin).UserAdd(context.Background(), "alice", nil)
+	r, err := other.Client(other.Admin).Admin().UserAdd(context.Background(), "alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestActForOnlyAsGateway(t *testing.T) {
 		t.Errorf("the gateway in its own name: %v", err)
 	}
 	// The gateway for a revoked user.
-	if err := e.d.Client(e.d.Admin).UserRevoke(ctx, "bob"); err != nil {
+	if err := e.d.Client(e.d.Admin).Admin().UserRevoke(ctx, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	bc, err := client.New(e.gwCfg, client.Options{ActFor: "bob"})

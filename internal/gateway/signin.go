@@ -57,7 +57,7 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := cl.TokenCheck(ctx, raw)
+	r, err := cl.Admin().TokenCheck(ctx, raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ok) > 10000 || len(s.bad) > 10000 {

@@ -105,7 +105,7 @@ func (d *Domain) AddShareAt(name, listen, advertise string) string {
 	}
 	d.tb.Cleanup(func() { s.Close() })
 	c := d.Client(d.Admin)
-	if err := c.MountAdd(context.Background(), "/"+d.Admin.Domain+"/"+name, name, ""); err != nil {
+	if err := c.Admin().MountAdd(context.Background(), "/"+d.Admin.Domain+"/"+name, name, ""); err != nil {
 		d.tb.Fatal(err)
 	}
 	d.Roots[name], d.Shares[name] = root, s

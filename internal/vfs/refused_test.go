@@ -27,10 +27,10 @@ func userFS(t *testing.T, d *testenv.Domain, name, rights string, o Options) *FS
 	t.Helper()
 	ctx := context.Background()
 	admin := d.Client(d.Admin)
-	if err := admin.ACLSet(ctx, "/uva/alpha", []wire.ACLEntry{{Who: name, Rights: rights}}, false); err != nil {
+	if err := admin.Admin().ACLSet(ctx, "/uva/alpha", []wire.ACLEntry{{Who: name, Rights: rights}}, false); err != nil {
 		t.Fatal(err)
 	}
-	u, err := admin.UserAdd(ctx, name, nil)
+	u, err := admin.Admin().UserAdd(ctx, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestRevokedAtCloseDropsData(t *testing.T) {
 	if _, err := h.Write(ctx, []byte("WRITTEN BEFORE THE REVOCATION"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Client(d.Admin).UserRevoke(ctx, "carol"); err != nil {
+	if err := d.Client(d.Admin).Admin().UserRevoke(ctx, "carol"); err != nil {
 		t.Fatal(err)
 	}
 	// The share learns of the revocation on its own: wait until it

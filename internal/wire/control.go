@@ -1,5 +1,10 @@
 package wire
 
+import (
+	"fmt"
+	"slices"
+)
+
 // The controller's messages: where paths live, shares, users, ACLs.
 
 // ResolveReq asks the controller where a global path lives and for a token.
@@ -27,11 +32,74 @@ type ResolveResp struct {
 	Children  []string `cbor:"7,keyasint,omitempty"`
 }
 
-// MountEntry is one row of the mount table.
+// MountEntry is one row of the mount table: a global prefix and the
+// locations that hold its files. The primary location (the share that is
+// read and written) is in Share and SharePath, the keys every agent has
+// always read; More lists further locations in key 4, which agents older
+// than it ignore (they see the entry as before). Locations returns all of
+// them, the primary first.
 type MountEntry struct {
-	Prefix    string `cbor:"1,keyasint"` // global, "/<domain>/..."
-	Share     string `cbor:"2,keyasint"`
-	SharePath string `cbor:"3,keyasint"`
+	Prefix    string     `cbor:"1,keyasint"` // global, "/<domain>/..."
+	Share     string     `cbor:"2,keyasint"`
+	SharePath string     `cbor:"3,keyasint"`
+	More      []Location `cbor:"4,keyasint,omitempty"`
+}
+
+// Locations returns the entry's locations, the primary first.
+func (m MountEntry) Locations() []Location {
+	out := make([]Location, 0, 1+len(m.More))
+	out = append(out, Location{Share: m.Share, SharePath: m.SharePath, Kind: LocPrimary})
+	return append(out, m.More...)
+}
+
+// Equal reports whether two entries are the same, locations included.
+func (m MountEntry) Equal(o MountEntry) bool {
+	return m.Prefix == o.Prefix && m.Share == o.Share && m.SharePath == o.SharePath && slices.Equal(m.More, o.More)
+}
+
+// MountLocationsMax is the most locations (the primary included) one
+// mount-table entry may name.
+const MountLocationsMax = 16
+
+// Location is one place a mount's files are found: a share and the
+// share-relative path (no leading or trailing slash; "" for the share's
+// root) that stands for the mount's prefix, and what the place is.
+type Location struct {
+	Share     string       `cbor:"1,keyasint"`
+	SharePath string       `cbor:"2,keyasint,omitempty"`
+	Kind      LocationKind `cbor:"3,keyasint"`
+}
+
+// LocationKind says what a location of a mount is. Zero is no kind: a
+// location must say what it is.
+type LocationKind uint8
+
+// Kinds of location. Only the primary is read and written today; the
+// controller stores replicas (for clients that will read from the nearest
+// copy) and refuses other domains until domains can be linked.
+const (
+	// LocPrimary is the share that holds the files and takes writes. It
+	// is always the entry's first location (MountEntry.Share, SharePath)
+	// and never appears in MountEntry.More.
+	LocPrimary LocationKind = 1
+	// LocReplica is a read-only copy of the primary kept at another share.
+	LocReplica LocationKind = 2
+	// LocDomain is another domain's namespace: Share names the domain and
+	// SharePath the path below it.
+	LocDomain LocationKind = 3
+)
+
+// String names the kind as `pando ns ls` prints it.
+func (k LocationKind) String() string {
+	switch k {
+	case LocPrimary:
+		return "primary"
+	case LocReplica:
+		return "replica"
+	case LocDomain:
+		return "domain"
+	}
+	return fmt.Sprintf("kind-%d", uint8(k))
 }
 
 // MountListResp lists the mount table.

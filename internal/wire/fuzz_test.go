@@ -155,6 +155,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		frameBytes(TypeNotify, OpWatch, 10, mustMarshal(Revocation{Principal: "alice@uva", Before: 1, Serials: []string{"ab"}}), nil),
 		frameBytes(TypeResponse, OpACLGet, 11, mustMarshal(ACLResp{Path: "/uva", Inherited: map[string][]ACLEntry{"/": {{Who: "anyone", Rights: "l"}}}}), nil),
 		frameBytes(TypeRequest, OpPush, 12, mustMarshal(PushReq{Tok: 1, Path: "f", Dest: ResolveResp{Prefix: "/b/x", Token: []byte{1}}, DestPath: "/b/x/f"}), nil),
+		frameBytes(TypeRequest, OpMountAdd, 13, mustMarshal(MountEntry{Prefix: "/uva/data", Share: "data", More: []Location{{Share: "copy", SharePath: "a/b", Kind: LocReplica}, {Share: "x", Kind: 99}}}), nil),
+		frameBytes(TypeResponse, OpMountList, 14, mustMarshal(MountListResp{Domain: "uva", Entries: []MountEntry{{Prefix: "/uva/a", Share: "a", SharePath: "p", More: []Location{{Share: "b", Kind: LocReplica}}}}}), nil),
 		frameBytes(TypeCancel, OpRead, 2, nil, nil),
 		{0, 0, 0},
 	} {
@@ -215,10 +217,42 @@ func FuzzDecodeFrame(f *testing.F) {
 				t.Fatalf("%d bytes of meta decode to %T of %d bytes", len(fr.Meta), v, n)
 			}
 			roundTrip(t, v, fresh)
+			oldReadsAsNew(t, fr.Meta, v)
 		}
 		_ = fr.Op.String()
 		_ = fr.Op.Idempotent()
 	})
+}
+
+// oldReadsAsNew checks that a mount-table entry or table that decodes reads
+// the same to an agent that knows one location per entry: its primary.
+func oldReadsAsNew(t *testing.T, meta []byte, v any) {
+	var olds []mountEntryV1
+	var news []MountEntry
+	switch v := v.(type) {
+	case *MountEntry:
+		var o mountEntryV1
+		if err := Unmarshal(meta, &o); err != nil {
+			t.Fatalf("an entry new agents read is refused by old ones: %v", err)
+		}
+		olds, news = []mountEntryV1{o}, []MountEntry{*v}
+	case *MountListResp:
+		var o mountListV1
+		if err := Unmarshal(meta, &o); err != nil {
+			t.Fatalf("a table new agents read is refused by old ones: %v", err)
+		}
+		olds, news = o.Entries, v.Entries
+	default:
+		return
+	}
+	if len(olds) != len(news) {
+		t.Fatalf("old agents read %d entries, new ones %d", len(olds), len(news))
+	}
+	for i, n := range news {
+		if olds[i] != (mountEntryV1{n.Prefix, n.Share, n.SharePath}) {
+			t.Fatalf("entry %d: old agents read %+v, new ones %+v", i, olds[i], n)
+		}
+	}
 }
 
 // maxAmplification bounds how many bytes of memory one byte of meta may
