@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -40,7 +38,7 @@ func (f *mountFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "auto", "disk space the cache may use; auto: 80% of the free space of the cache directory's file system (with what the cache already holds), at most 10GiB")
 	cmd.Flags().StringVar(&f.memory, "memory", "512MiB", "memory the cache may use")
 	cmd.Flags().StringVar(&f.blockSize, "block-size", "1MiB", "cache block size")
-	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D, callback or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", consistency.Default.String(), "consistency mode: strict, window=D, poll=D, callback or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (send on last close), through (each write), or back (kept back under a write delegation; needs --consistency callback)")
 	cmd.Flags().StringVar(&f.offline, "offline", "serve", "while a share cannot be reached: serve (its cached files and listings stay readable, read-only and marked stale; not under strict) or fail")
 	cmd.Flags().StringVar(&f.maxUnsent, "max-unsent", "auto", "data not yet sent the cache accepts while a share cannot be reached (writes kept back under a write delegation), past which writes fail with EHOSTUNREACH; auto: a quarter of --cache-size (half of what the cache holds unsent before sending ahead, which also caps it)")
@@ -178,27 +176,6 @@ func lentNote(uids []uint32) string {
 	return ", lent to uids " + strings.Join(s, ",")
 }
 
-func agentGet(dir, path string, v any) error {
-	hc, err := agent.Control(dir)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Get("http://agent" + path)
-	if err != nil {
-		return fmt.Errorf("the agent with the cache in %s does not answer: %w", dir, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s", strings.TrimSpace(string(b)))
-	}
-	if w, ok := v.(io.Writer); ok {
-		_, err := io.Copy(w, resp.Body)
-		return err
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 func newStatsCmd(g *cli.Globals) *cobra.Command {
 	var dir string
 	var asJSON, asMetrics bool
@@ -208,11 +185,15 @@ func newStatsCmd(g *cli.Globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
-			if asMetrics {
-				return agentGet(dir, "/metrics", w)
+			ac, err := agent.Dial(dir)
+			if err != nil {
+				return err
 			}
-			var st agent.Stats
-			if err := agentGet(dir, "/stats", &st); err != nil {
+			if asMetrics {
+				return ac.Metrics(cmd.Context(), w)
+			}
+			st, err := ac.Stats(cmd.Context())
+			if err != nil {
 				return err
 			}
 			if asJSON {
@@ -299,8 +280,12 @@ func newCacheCmd(g *cli.Globals) *cobra.Command {
 		Short: "Cache sizes and hit counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st agent.Stats
-			if err := agentGet(dir, "/stats", &st); err != nil {
+			ac, err := agent.Dial(dir)
+			if err != nil {
+				return err
+			}
+			st, err := ac.Stats(cmd.Context())
+			if err != nil {
 				return err
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(st.Cache)
@@ -310,13 +295,12 @@ func newCacheCmd(g *cli.Globals) *cobra.Command {
 		Short: "List cached files, most recently used first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var entries []struct {
-				Key, Name     string
-				Version       uint64
-				Size, Cached  int64
-				Dirty, Pinned bool
+			ac, err := agent.Dial(dir)
+			if err != nil {
+				return err
 			}
-			if err := agentGet(dir, "/cache", &entries); err != nil {
+			entries, err := ac.Cache(cmd.Context())
+			if err != nil {
 				return err
 			}
 			rows := [][]string{{"PATH", "SIZE", "CACHED", "STATE"}}
@@ -337,22 +321,15 @@ func newCacheCmd(g *cli.Globals) *cobra.Command {
 		Short: "Drop the cached data of PATH and everything below it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			hc, err := agent.Control(dir)
+			ac, err := agent.Dial(dir)
 			if err != nil {
 				return err
 			}
-			resp, err := hc.Post("http://agent/cache/drop?path="+url.QueryEscape(args[0]), "", nil)
+			n, err := ac.Drop(cmd.Context(), args[0])
 			if err != nil {
-				return fmt.Errorf("the agent does not answer: %w", err)
+				return err
 			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s", strings.TrimSpace(string(b)))
-			}
-			var r struct{ Dropped int }
-			json.Unmarshal(b, &r)
-			fmt.Fprintf(cmd.OutOrStdout(), "dropped %d files\n", r.Dropped)
+			fmt.Fprintf(cmd.OutOrStdout(), "dropped %d files\n", n)
 			return nil
 		},
 	})

@@ -25,7 +25,7 @@ import (
 type gatewayFlags struct {
 	listen, cacheDir, cacheSize, memory, consistency, write string
 	passwords, tlsCert, tlsKey                              string
-	s3Keys, hostSuffix, metrics                             string
+	s3Keys, hostSuffix, buckets, metrics                    string
 	insecure                                                bool
 	exports, allow                                          []string // NFS
 }
@@ -38,6 +38,7 @@ func (f *gatewayFlags) add(cmd *cobra.Command, addr string, proto string) {
 	} else if s3 {
 		cmd.Flags().StringVar(&f.s3Keys, "keys", "", "an S3 access key file (pando serve s3-key) instead of the keys the controller keeps (pando user s3-key)")
 		cmd.Flags().StringVar(&f.hostSuffix, "host-suffix", "", "also take virtual-host-style requests: the bucket named in the host name BUCKET.SUFFIX")
+		cmd.Flags().StringVar(&f.buckets, "buckets", "", "the global path of a folder whose folders are the buckets, made and removed over S3 by users with the rights to (default: the names below the domain, its mounts)")
 	} else {
 		cmd.Flags().StringVar(&f.passwords, "passwords", "", "a password file (pando serve passwd) instead of the passwords the controller keeps (pando user passwd), for HTTP Basic authentication over TLS")
 	}
@@ -56,7 +57,7 @@ func (f *gatewayFlags) addCommon(cmd *cobra.Command, addr string) {
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", agent.DefaultCacheDir()+"-gateway", "where the gateway keeps its cache (one per user it serves, below it)")
 	cmd.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "disk space each user's cache may use")
 	cmd.Flags().StringVar(&f.memory, "memory", "64MiB", "memory each user's cache may use")
-	cmd.Flags().StringVar(&f.consistency, "consistency", "window=3s", "consistency mode: strict, window=D, poll=D or immutable")
+	cmd.Flags().StringVar(&f.consistency, "consistency", consistency.Default.String(), "consistency mode: strict, window=D, poll=D or immutable")
 	cmd.Flags().StringVar(&f.write, "write", "close", "write mode: close (a PUT returns once the share has the file) or through")
 	cmd.Flags().StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9751)")
 }
@@ -146,7 +147,7 @@ func (f *gatewayFlags) start(g *cli.Globals, creds *config.Config, proto string)
 		scheme, cert = "https", &certp.cert
 	}
 	if proto == "s3" {
-		if err := gw.StartS3(ln, cert, keys, f.hostSuffix); err != nil {
+		if err := gw.StartS3(ln, cert, gateway.S3Options{Keys: keys, HostSuffix: f.hostSuffix, Buckets: f.buckets}); err != nil {
 			ln.Close()
 			gw.Close()
 			return nil, nil, "", err
@@ -246,11 +247,21 @@ type tlsCertRef struct {
 	file string
 }
 
+// upServe is what pando up's flags say of its gateways.
+type upServe struct {
+	specs                        []string // PROTO=ADDR
+	passwords, s3Keys, s3Buckets string
+	smbPasswords                 string
+	nfsExports, nfsAllow         []string
+	consistency                  string // the mount's, which the gateways keep too
+}
+
 // upGateways starts the gateways asked for with pando up --serve
 // PROTO=ADDR, with credentials of a gateway "gateway" it makes at first
 // use and keeps in state/gateway.json. It returns a function that stops
 // them.
-func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, specs []string, passwords, s3Keys, smbPasswords string, nfsExports, nfsAllow []string) (func(), error) {
+func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *config.Config, state string, o upServe) (func(), error) {
+	specs := o.specs
 	var stops []func()
 	stop := func() {
 		for _, s := range stops {
@@ -260,21 +271,10 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 	if len(specs) == 0 {
 		return stop, nil
 	}
-	bundle := filepath.Join(state, "gateway.json")
-	creds, err := config.Load(bundle)
+	creds, err := gateway.Credentials(cmd.Context(), cl.Admin(), admin, filepath.Join(state, "gateway.json"), "gateway")
 	if err != nil {
-		resp, err := cl.Admin().GatewayAdd(cmd.Context(), "gateway")
-		if err != nil {
-			return stop, fmt.Errorf("making the gateway's credentials (kept in %s, which is missing): %w", bundle, err)
-		}
-		creds = &config.Config{Domain: admin.Domain, Controller: admin.Controller, Controllers: admin.Controllers, User: "gateway",
-			CA: string(resp.CA), Cert: string(resp.Cert), Key: string(resp.Key)}
-		if err := creds.Save(bundle); err != nil {
-			return stop, err
-		}
+		return stop, err
 	}
-	// The controller may listen elsewhere than when they were made.
-	creds.Controller, creds.Controllers = admin.Controller, admin.Controllers
 	for _, spec := range specs {
 		proto, addr, ok := strings.Cut(spec, "=")
 		if !ok || (proto != "http" && proto != "webdav" && proto != "s3" && proto != "nfs" && proto != "smb") || addr == "" {
@@ -282,9 +282,10 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			return func() {}, cli.Usagef("--serve %q: give PROTO=ADDR with PROTO http, webdav, s3, nfs or smb, e.g. --serve webdav=127.0.0.1:8444", spec)
 		}
 		f := gatewayFlags{listen: addr, cacheDir: filepath.Join(state, "gateway-"+proto), cacheSize: "1GiB", memory: "64MiB",
-			consistency: "window=3s", write: "close", passwords: passwords, s3Keys: s3Keys, exports: nfsExports, allow: nfsAllow}
+			consistency: o.consistency, write: "close", passwords: o.passwords, s3Keys: o.s3Keys, buckets: o.s3Buckets,
+			exports: o.nfsExports, allow: o.nfsAllow}
 		if proto == "smb" {
-			f.passwords = smbPasswords
+			f.passwords = o.smbPasswords
 			sf := smbFlags{gatewayFlags: f}
 			gw, smb, err := sf.start(g, creds)
 			if err != nil {

@@ -146,6 +146,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		lf                    limitFlags
 		serve                 []string
 		passwords, s3Keys     string
+		s3Buckets             string
 		nfsExports, nfsAllow  []string
 		smbPasswords          string
 	)
@@ -192,7 +193,6 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			if err != nil {
 				return err
 			}
-			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
 			var shares []*share.Running
 			defer func() {
 				for _, s := range shares {
@@ -217,6 +217,11 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 				}
 				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)
 			}
+			// The configuration is written once every share is registered
+			// and mounted: pando wait, which waits for it and then for the
+			// shares the controller knows, would otherwise see the first
+			// share alone.
+			cfgPath, note := installConfig(g, admin, c.AdminBundlePath(), noConfig)
 			if mountDir != "" {
 				if !cmd.Flags().Changed("cache-dir") {
 					mf.cacheDir = filepath.Join(state, "cache")
@@ -236,7 +241,9 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 			}
-			stopGateways, err := upGateways(cmd, g, cl, admin, state, serve, passwords, s3Keys, smbPasswords, nfsExports, nfsAllow)
+			stopGateways, err := upGateways(cmd, g, cl, admin, state, upServe{specs: serve, passwords: passwords,
+				s3Keys: s3Keys, s3Buckets: s3Buckets, smbPasswords: smbPasswords, nfsExports: nfsExports, nfsAllow: nfsAllow,
+				consistency: mf.consistency})
 			if err != nil {
 				return err
 			}
@@ -261,6 +268,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringSliceVar(&nfsAllow, "nfs-allow", nil, "client networks of --serve nfs=ADDR (default: loopback only)")
 	cmd.Flags().StringVar(&passwords, "passwords", "", "a password file for the gateways of --serve (pando serve passwd)")
 	cmd.Flags().StringVar(&s3Keys, "s3-keys", "", "the S3 access key file for --serve s3=ADDR (pando serve s3-key)")
+	cmd.Flags().StringVar(&s3Buckets, "s3-buckets", "", "the folder whose folders are the buckets of --serve s3=ADDR, made and removed over S3 (see pando serve s3 --buckets)")
 	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")

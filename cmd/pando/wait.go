@@ -27,7 +27,7 @@ func newWaitCmd(g *cli.Globals) *cobra.Command {
 		Use:   "wait",
 		Short: "Wait until the domain answers: its controller, and every registered share online",
 		Long: `Wait until the configured domain answers: the configuration exists (pando up
-writes it as it starts), the controller answers, and every registered share is
+writes it once its shares are registered), the controller answers, and every registered share is
 online. For scripts that start pando in the background.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -1,6 +1,10 @@
 // Package agent runs the FUSE agent: one client, one block cache, one vfs
 // and its mount, plus a control socket in the cache directory through
-// which `pando stats` and `pando cache` talk to the running agent.
+// which `pando stats` and `pando cache` talk to the running agent, and,
+// with --logins, a login socket through which local users hand it their
+// credentials (`pando login`). Client is the other end of both sockets,
+// and trusts a login socket only if the uid that mounted the file system
+// serves it.
 package agent
 
 import (
@@ -8,7 +12,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -264,10 +267,19 @@ func (a *Agent) serveControl() error {
 		return err
 	}
 	os.Chmod(sock, 0o600)
+	a.ctl = &http.Server{Handler: a.controlHandler(a.metricsHandler()), ReadHeaderTimeout: 5 * time.Second}
+	a.ctlLn = ln
+	go a.ctl.Serve(ln)
+	return nil
+}
+
+// controlHandler answers on the control socket (Client's calls), with
+// metrics for /metrics.
+func (a *Agent) controlHandler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.Stats()) })
 	mux.HandleFunc("GET /cache", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.cache.List()) })
-	mux.Handle("GET /metrics", a.metricsHandler())
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("POST /cache/drop", func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Query().Get("path")
 		n, err := a.drop(r.Context(), p)
@@ -277,10 +289,7 @@ func (a *Agent) serveControl() error {
 		}
 		writeJSON(w, map[string]int{"dropped": n})
 	})
-	a.ctl = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	a.ctlLn = ln
-	go a.ctl.Serve(ln)
-	return nil
+	return mux
 }
 
 // metricsHandler serves the agent's figures in the Prometheus format.
@@ -320,62 +329,4 @@ func (a *Agent) drop(ctx context.Context, p string) (int, error) {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// Control returns an HTTP client for the agent whose cache is in dir.
-func Control(dir string) (*http.Client, error) {
-	sock := filepath.Join(dir, SocketName)
-	if _, err := os.Stat(sock); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no pando agent runs with the cache in %s (start one with pando mount, or pass --cache-dir)", dir)
-	}
-	return SocketClient(sock, 10*time.Second), nil
-}
-
-// SocketClient is an HTTP client of the agent's socket sock.
-func SocketClient(sock string, timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}
-}
-
-// NotTheAgent is the refusal to use a login socket that a process of
-// another uid than the mount's owner serves.
-func NotTheAgent(sock string, owner uint32) error {
-	return fmt.Errorf("%s is not served by the mount's agent (uid %d): refusing to send it a credential", sock, owner)
-}
-
-// SocketServer reports the uid of the process serving the Unix socket
-// sock, if one answers.
-func SocketServer(sock string) (uint32, bool) {
-	c, err := net.DialTimeout("unix", sock, 2*time.Second)
-	if err != nil {
-		return 0, false
-	}
-	defer c.Close()
-	return peerUid(c)
-}
-
-// LoginClient is an HTTP client of the login socket sock that talks only
-// to a process of uid owner (the uid that mounted the file system, as the
-// kernel names it): a credential is sent to the mount's agent, never to a
-// socket another local user put where the agent's would be. The server's
-// uid comes from SO_PEERCRED at each connection.
-func LoginClient(sock string, owner uint32, timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "unix", sock)
-			if err != nil {
-				return nil, err
-			}
-			if uid, ok := peerUid(c); !ok || uid != owner {
-				c.Close()
-				return nil, NotTheAgent(sock, owner)
-			}
-			return c, nil
-		},
-	}}
 }

@@ -120,11 +120,19 @@ func (a *Agent) serveLogins() error {
 	}
 	a.logins = loginState{users: make(map[uint32]*userLogin), sock: sock, pool: pool, stop: make(chan struct{})}
 	go a.recheckLogins(a.logins.stop)
+	a.logins.srv = a.loginServer()
+	go a.logins.srv.Serve(ln)
+	return nil
+}
+
+// loginServer answers on the login socket (Client's calls), each request
+// with the uid of the process that connected.
+func (a *Agent) loginServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login", a.handleLogin)
 	mux.HandleFunc("POST /logout", a.handleLogout)
 	mux.HandleFunc("GET /logins", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, a.Logins()) })
-	a.logins.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			uid, ok := peerUid(c)
 			if !ok {
@@ -132,8 +140,6 @@ func (a *Agent) serveLogins() error {
 			}
 			return context.WithValue(ctx, peerKey{}, uid)
 		}}
-	go a.logins.srv.Serve(ln)
-	return nil
 }
 
 // peerUid is the uid of the process at the other end of c (SO_PEERCRED).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pando.dev/pando/internal/metricsrv"
 	"pando.dev/pando/internal/vfs"
 )
 
@@ -16,9 +17,7 @@ type collector struct{ a *Agent }
 
 var (
 	descInfo      = prometheus.NewDesc("pando_agent_info", "The mount's consistency and write modes.", []string{"mount", "consistency", "write"}, nil)
-	descRPCs      = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
 	descHits      = prometheus.NewDesc("pando_cache_hits_total", "Reads served from the cache.", nil, nil)
-	descMisses    = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
 	descFetched   = prometheus.NewDesc("pando_cache_fetched_bytes_total", "Bytes fetched from shares into the cache.", nil, nil)
 	descAround    = prometheus.NewDesc("pando_cache_written_around_bytes_total", "Bytes of blocks written to the cache's disk around the page cache (O_DIRECT): a file the kernel will read directly, found only on disk, is read at disk speed.", nil, nil)
 	descPreloaded = prometheus.NewDesc("pando_cache_preloaded_bytes_total", "Bytes of large cached files loaded back into the page cache once whole, for the kernel to read directly.", nil, nil)
@@ -59,11 +58,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descInfo, 1, a.cfg.MountPoint, o.Consistency.String(), o.Write.String())
 	for op, n := range a.cl.Counts() {
-		counter(descRPCs, float64(n), op)
+		counter(metricsrv.RPCs, float64(n), op)
 	}
 	cs := a.cache.Stats()
 	counter(descHits, float64(cs.Hits))
-	counter(descMisses, float64(cs.Misses))
+	counter(metricsrv.CacheMisses, float64(cs.Misses))
 	counter(descFetched, float64(cs.BytesFetched))
 	counter(descPreloaded, float64(cs.Preloaded))
 	counter(descAround, float64(cs.WrittenAround))

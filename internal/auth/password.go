@@ -19,14 +19,22 @@ const (
 	hashPrefix = "pbkdf2-sha256"
 )
 
+// slowHashes bounds the password hashes computed at once in a process,
+// by HashPassword and CheckPasswordHash alike, so that a flood of
+// password guesses takes two cores at most.
+var slowHashes = make(chan struct{}, 2)
+
 // HashPassword returns the stored form of a password:
 // "pbkdf2-sha256$ITER$SALT$KEY", PBKDF2-HMAC-SHA256 with a 16-byte salt.
+// It waits while two hashes are under way.
 func HashPassword(pw string) (string, error) {
 	salt := make([]byte, saltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
+	slowHashes <- struct{}{}
 	k, err := pbkdf2.Key(sha256.New, pw, salt, pbkdf2Iter, keyLen)
+	<-slowHashes
 	if err != nil {
 		return "", err
 	}
@@ -39,7 +47,8 @@ func HashPassword(pw string) (string, error) {
 // names. No password matches it.
 const NoPasswordHash = "pbkdf2-sha256$210000$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
-// CheckPasswordHash reports whether pw is the password stored as h.
+// CheckPasswordHash reports whether pw is the password stored as h. It
+// waits while two hashes are under way.
 func CheckPasswordHash(h, pw string) bool {
 	parts := strings.Split(h, "$")
 	if len(parts) != 4 || parts[0] != hashPrefix {
@@ -55,6 +64,8 @@ func CheckPasswordHash(h, pw string) bool {
 	if err1 != nil || err2 != nil || len(want) != keyLen {
 		return false
 	}
+	slowHashes <- struct{}{}
 	got, err := pbkdf2.Key(sha256.New, pw, salt, iter, keyLen)
+	<-slowHashes
 	return err == nil && subtle.ConstantTimeCompare(got, want) == 1
 }

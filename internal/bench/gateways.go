@@ -325,7 +325,7 @@ func startGateways(ctx context.Context, e *Env) ([]*gwClient, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if err := g.StartS3(ln, &cert, keys, ""); err != nil {
+	if err := g.StartS3(ln, &cert, gateway.S3Options{Keys: keys}); err != nil {
 		return nil, "", err
 	}
 	out = append(out, &gwClient{hc: tlsClient, base: "https://" + ln.Addr().String(), s3: true, user: access, pass: secret, bucketPath: "/data", description: "s3"})

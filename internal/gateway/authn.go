@@ -32,12 +32,10 @@ import (
 // A request with neither is answered 401.
 
 // Passwords is a gateway's password file: lines "user:hash", read again
-// when it changes.
+// when it changes (secretFile).
 type Passwords struct {
-	path string
+	file *secretFile[map[string]string]
 	mu   sync.Mutex
-	mod  int64
-	m    map[string]string
 	// ok remembers passwords checked lately (by a keyed hash of user and
 	// password), so that a client's every request costs no slow hash.
 	ok  map[[32]byte]time.Time
@@ -46,31 +44,17 @@ type Passwords struct {
 
 // OpenPasswords reads the password file at path.
 func OpenPasswords(path string) (*Passwords, error) {
-	p := &Passwords{path: path, ok: make(map[[32]byte]time.Time)}
+	p := &Passwords{ok: make(map[[32]byte]time.Time), file: newSecretFile("the password file", path, func(b []byte) (map[string]string, error) {
+		return parsePasswords(path, b)
+	})}
 	_, _ = rand.Read(p.key[:])
-	if _, err := p.load(); err != nil {
+	if _, err := p.file.load(); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *Passwords) load() (map[string]string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fi, err := os.Stat(p.path)
-	if err != nil {
-		return nil, fmt.Errorf("the password file: %w", err)
-	}
-	if p.m != nil && fi.ModTime().UnixNano() == p.mod {
-		return p.m, nil
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("the password file %s may be read by others (mode %o); chmod 600 it", p.path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(p.path)
-	if err != nil {
-		return nil, fmt.Errorf("the password file: %w", err)
-	}
+func parsePasswords(path string, b []byte) (map[string]string, error) {
 	m := make(map[string]string)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
@@ -80,17 +64,16 @@ func (p *Passwords) load() (map[string]string, error) {
 		}
 		user, h, ok := strings.Cut(line, ":")
 		if !ok || auth.ValidName(user) != nil {
-			return nil, fmt.Errorf("the password file %s, line %d: expected user:hash (pando serve passwd writes them)", p.path, n)
+			return nil, fmt.Errorf("the password file %s, line %d: expected user:hash (pando serve passwd writes them)", path, n)
 		}
 		m[user] = h
 	}
-	p.m, p.mod = m, fi.ModTime().UnixNano()
 	return m, nil
 }
 
 // Check reports whether pw is user's password.
 func (p *Passwords) Check(user, pw string) bool {
-	m, err := p.load()
+	m, err := p.file.load()
 	if err != nil {
 		return false
 	}
@@ -107,14 +90,10 @@ func (p *Passwords) Check(user, pw string) bool {
 	}
 	if !ok {
 		// As slow as a known user, so that timing tells no names.
-		slowHashes <- struct{}{}
 		auth.CheckPasswordHash(auth.NoPasswordHash, pw)
-		<-slowHashes
 		return false
 	}
-	slowHashes <- struct{}{} // a flood of guesses takes two cores at most
-	good := auth.CheckPasswordHash(h, pw)
-	<-slowHashes
+	good := auth.CheckPasswordHash(h, pw) // auth bounds the hashes under way
 	if !good {
 		return false
 	}
@@ -126,9 +105,6 @@ func (p *Passwords) Check(user, pw string) bool {
 	p.mu.Unlock()
 	return true
 }
-
-// slowHashes bounds the password checks under way at once.
-var slowHashes = make(chan struct{}, 2)
 
 // SetPassword writes user's password into the file at path (made 0600
 // if missing), replacing an earlier one.
@@ -178,6 +154,7 @@ func (g *Gateway) NewAuthenticator(passwords *Passwords) *Authenticator {
 		g.ctlPw.g = g
 		return &Authenticator{g: g, passwords: &g.ctlPw}
 	}
+	passwords.file.tell(g.cfg.Log)
 	return &Authenticator{g: g, passwords: passwords}
 }
 

@@ -116,7 +116,12 @@ func (e *env) serveClear(t *testing.T, dav bool) string {
 }
 
 // startS3 starts the gateway's S3 front end, with a key for each user.
-func (e *env) startS3(t *testing.T) {
+func (e *env) startS3(t *testing.T) { e.startS3Buckets(t, "", false) }
+
+// startS3Buckets starts the S3 front end with the buckets below the
+// global path buckets ("" for the domain's mounts), in clear text if
+// clear (as --insecure serves on loopback).
+func (e *env) startS3Buckets(t *testing.T, buckets string, clear bool) {
 	t.Helper()
 	e.s3keys = map[string][2]string{}
 	file := filepath.Join(e.dir, "s3keys")
@@ -132,10 +137,14 @@ func (e *env) startS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln := listen(t)
-	if err := e.g.StartS3(ln, &e.cert, keys, "s3.localhost"); err != nil {
+	cert, scheme := &e.cert, "https://"
+	if clear {
+		cert, scheme = nil, "http://"
+	}
+	if err := e.g.StartS3(ln, cert, S3Options{Keys: keys, HostSuffix: "s3.localhost", Buckets: buckets}); err != nil {
 		t.Fatal(err)
 	}
-	e.s3url = "https://" + ln.Addr().String()
+	e.s3url = scheme + ln.Addr().String()
 }
 
 // curl runs curl with args (after the TLS and output options) as user

@@ -1,15 +1,25 @@
-// Package gateway serves the namespace to clients that cannot run FUSE
-// (HTTP, WebDAV), each request with the rights of the person who made it.
+// Package gateway serves the namespace to clients that cannot mount it:
+// HTTP(S) and WebDAV (web.Server), S3 (web.S3), NFSv3 (nfs) and SMB 3
+// (Samba in front of one pando mount per user), each request with the
+// rights of the person who made it.
 //
-// A gateway is an agent over vfs, as the mount is, with one difference: it
-// holds credentials of the gateway role, which carry no rights of their
-// own. For every user it authenticates it keeps a client that asks the
-// controller for tokens in that user's name (wire.ResolveReq.For): the
-// controller signs them with the user's rights and names the gateway as
-// the one that may present them, and shares check them as they check any
-// token. Each user has a cache and vfs of their own below the gateway's
-// cache directory, so that nothing one user fetched is ever served to
-// another without their own rights being checked.
+// A gateway holds credentials of the gateway role, which carry no rights
+// of their own. For every user it signs in it keeps a client that asks
+// the controller for tokens in that user's name (wire.ResolveReq.For):
+// the controller signs them with the user's rights and names the gateway
+// as the one that may present them, and shares check them as they check
+// any token. Each user has a cache and vfs of their own below the
+// gateway's cache directory (at most Config.MaxUsers at once, the one
+// idle longest closed to make room), so that nothing one user fetched is
+// ever served to another without their own rights being checked.
+//
+// People sign in with a user certificate of the domain, a sign-in token
+// the controller checks (signin.go), or a password or S3 key: those the
+// controller keeps (ctlcreds.go), or those of a file the gateway's
+// operator keeps (secretFile: mode 0600, read again when it changes). An
+// NFS export is served as one principal to the networks listed; SMB users
+// are those of the SMB password file. A user the controller revokes is
+// closed at once, their cache removed (revoke.go).
 package gateway
 
 import (
@@ -157,18 +167,31 @@ func (g *Gateway) TLSConfig(cert tls.Certificate) *tls.Config {
 	}
 }
 
+// S3Options configures the S3 front end of a gateway.
+type S3Options struct {
+	// Keys are the access keys; nil: the keys the controller keeps
+	// (pando user s3-key).
+	Keys *S3Keys
+	// HostSuffix, if set, makes <bucket>.<HostSuffix> virtual-host-style
+	// names.
+	HostSuffix string
+	// Buckets is the global path of the folder whose directories are the
+	// buckets, made and removed over S3; "": the names below the domain.
+	Buckets string
+}
+
 // StartS3 serves the namespace's buckets over S3 on ln (TLS with cert,
-// or clear text if cert is nil) to the users of keys, until ln is
-// closed; hostSuffix, if set, makes <bucket>.<hostSuffix>
-// virtual-host-style names.
-// keys nil: the keys the controller keeps (pando user s3-key).
-func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, keys *S3Keys, hostSuffix string) error {
-	var ks web.S3Keys = keys
-	if keys == nil {
+// or clear text if cert is nil), until ln is closed.
+func (g *Gateway) StartS3(ln net.Listener, cert *tls.Certificate, o S3Options) error {
+	var ks web.S3Keys = o.Keys
+	if o.Keys == nil {
 		g.ctlKeys.g = g
 		ks = &g.ctlKeys
+	} else {
+		o.Keys.file.tell(g.cfg.Log)
 	}
-	srv, err := web.NewS3(g, ks, g.Domain(), hostSuffix, filepath.Join(g.cfg.Cache.Dir, "s3-spool"), &g.Counters, g.cfg.Log)
+	srv, err := web.NewS3(g, ks, web.S3Options{Domain: g.Domain(), HostSuffix: o.HostSuffix, Buckets: o.Buckets,
+		Spool: filepath.Join(g.cfg.Cache.Dir, "s3-spool")}, &g.Counters, g.cfg.Log)
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,7 @@ var (
 	descGwNFSBad   = prometheus.NewDesc("pando_gateway_nfs_bad_calls_total", "NFS calls refused as malformed (their connection closed).", nil, nil)
 	descGwNFSConns = prometheus.NewDesc("pando_gateway_nfs_connections_refused_total", "NFS connections refused: from a network not allowed, or past the bound.", nil, nil)
 	descGwNFSBytes = prometheus.NewDesc("pando_gateway_nfs_bytes_total", "Bytes read and written through NFS.", []string{"dir"}, nil)
-	descGwRPCs     = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
 	descGwHits     = prometheus.NewDesc("pando_cache_hits_total", "Reads served from the users' caches.", nil, nil)
-	descGwMisses   = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
 	descGwFetched  = prometheus.NewDesc("pando_cache_fetched_bytes_total", "Bytes fetched from shares into the users' caches.", nil, nil)
 	descGwDisk     = prometheus.NewDesc("pando_cache_disk_bytes", "Bytes the users' caches hold on disk.", nil, nil)
 	descGwMemory   = prometheus.NewDesc("pando_cache_memory_bytes", "Bytes the users' caches hold in memory.", nil, nil)
@@ -47,10 +45,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descGwNFSBytes, float64(st.NFS.BytesRead), "read")
 	counter(descGwNFSBytes, float64(st.NFS.BytesWritten), "written")
 	for op, n := range st.RPCs {
-		counter(descGwRPCs, float64(n), op)
+		counter(metricsrv.RPCs, float64(n), op)
 	}
 	counter(descGwHits, float64(st.Cache.Hits))
-	counter(descGwMisses, float64(st.Cache.Misses))
+	counter(metricsrv.CacheMisses, float64(st.Cache.Misses))
 	counter(descGwFetched, float64(st.Cache.BytesFetched))
 	gauge(descGwDisk, float64(st.Cache.DiskBytes))
 	gauge(descGwMemory, float64(st.Cache.MemoryBytes))

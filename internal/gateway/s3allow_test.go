@@ -93,7 +93,7 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 		{"GetBucketAcl", "GET", "/data?acl", nil, nil, 501, "NotImplemented"},
 		{"DeleteBucketCors", "DELETE", "/data?cors", nil, nil, 501, "NotImplemented"},
 		{"DeleteBucketPolicy", "DELETE", "/data?policy", nil, nil, 501, "NotImplemented"},
-		{"ListObjectVersions", "GET", "/data?versions", nil, nil, 501, "NotImplemented"},
+		{"GetObjectLockConfiguration", "GET", "/data?object-lock", nil, nil, 501, "NotImplemented"},
 		{"POST to a bucket", "POST", "/data", []byte("form"), nil, 501, "NotImplemented"},
 		{"POST to an object", "POST", "/data/obj.txt", []byte("x"), nil, 501, "NotImplemented"},
 	} {
@@ -205,5 +205,96 @@ func TestS3Boto3NotServed(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.root, "copied.txt")); string(b) != content {
 		t.Errorf("upload_part_copy made %q", b)
+	}
+}
+
+// TestS3Buckets: with --buckets, users with the right make and remove
+// buckets over S3 (folders below the folder named); a bad name, a user
+// without the right, a bucket not empty and one that exists are refused
+// with S3's errors, and nothing changes; objects of a missing bucket are
+// NoSuchBucket; ListObjectVersions lists each object as its one version.
+func TestS3Buckets(t *testing.T) {
+	e := newEnv(t, false)
+	os.Mkdir(filepath.Join(e.root, "s3"), 0o755)
+	e.startS3Buckets(t, "/d/data/s3", false)
+	alice, bob := e.s3keys["alice"], e.s3keys["bob"]
+	now := time.Now()
+	do := func(key [2]string, method, p string, body []byte, hdr ...string) (int, string) {
+		t.Helper()
+		return e.s3Do(t, method, p, key[0], key[1], body, "", now, hdr...)
+	}
+	if code, out := do(alice, "PUT", "/mybucket", nil); code != 200 {
+		t.Fatalf("alice makes a bucket: %d %s", code, out)
+	}
+	if fi, err := os.Stat(filepath.Join(e.root, "s3", "mybucket")); err != nil || !fi.IsDir() {
+		t.Fatalf("the bucket is not a folder at the share: %v", err)
+	}
+	if code, out := do(alice, "PUT", "/mybucket", nil); code != 200 {
+		t.Errorf("alice makes her bucket again (S3's us-east-1 answers 200): %d %s", code, out)
+	}
+	loc := []byte(`<CreateBucketConfiguration><LocationConstraint>us-east-1</LocationConstraint></CreateBucketConfiguration>`)
+	if code, out := do(alice, "PUT", "/second", loc); code != 200 {
+		t.Errorf("alice makes a bucket in us-east-1: %d %s", code, out)
+	}
+	before := testenv.Tree(t, e.root)
+	for _, c := range []struct {
+		name         string
+		key          [2]string
+		method, path string
+		body         []byte
+		want         int
+		code         string
+	}{
+		{"bob, another's", bob, "PUT", "/mybucket", nil, 409, "BucketAlreadyExists"},
+		{"bob, a new one", bob, "PUT", "/bobs", nil, 403, "AccessDenied"},
+		{"upper case", alice, "PUT", "/MyBucket", nil, 400, "InvalidBucketName"},
+		{"too short", alice, "PUT", "/ab", nil, 400, "InvalidBucketName"},
+		{"an address", alice, "PUT", "/192.168.5.4", nil, 400, "InvalidBucketName"},
+		{"a dash at the end", alice, "PUT", "/bucket-", nil, 400, "InvalidBucketName"},
+		{"another region", alice, "PUT", "/third", []byte(`<CreateBucketConfiguration><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>`), 400, "InvalidLocationConstraint"},
+		{"a PUT into a missing bucket", alice, "PUT", "/nothere/x.txt", []byte("x"), 404, "NoSuchBucket"},
+		{"a GET from a missing bucket", alice, "GET", "/nothere/x.txt", nil, 404, "NoSuchBucket"},
+		{"a listing of a missing bucket", alice, "GET", "/nothere", nil, 404, "NoSuchBucket"},
+		{"removing a missing bucket", alice, "DELETE", "/nothere", nil, 404, "NoSuchBucket"},
+		{"bob removes alice's", bob, "DELETE", "/second", nil, 403, "AccessDenied"},
+	} {
+		code, out := do(c.key, c.method, c.path, c.body)
+		if code != c.want || !strings.Contains(out, "<Code>"+c.code+"</Code>") {
+			t.Errorf("%s: %d %s, want %d %s", c.name, code, out, c.want, c.code)
+		}
+	}
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
+
+	if code, out := do(alice, "PUT", "/mybucket/dir/obj.txt", []byte("object")); code != 200 {
+		t.Fatalf("PUT into the bucket: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "s3", "mybucket", "dir", "obj.txt")); string(b) != "object" {
+		t.Errorf("the share holds %q", b)
+	}
+	if code, out := do(bob, "GET", "/", nil); code != 200 || !strings.Contains(out, "<Name>mybucket</Name>") || !strings.Contains(out, "<Name>second</Name>") {
+		t.Errorf("ListBuckets: %d %s", code, out)
+	}
+	if code, out := do(alice, "GET", "/mybucket?versions", nil); code != 200 || !strings.Contains(out, "<Key>dir/obj.txt</Key><VersionId>null</VersionId><IsLatest>true</IsLatest>") {
+		t.Errorf("ListObjectVersions: %d %s", code, out)
+	}
+	del := []byte(`<Delete><Object><Key>dir/obj.txt</Key><VersionId>3HL4kqtJlcpXroDTDmjVBH40Nrjfkd</VersionId></Object></Delete>`)
+	if code, out := do(alice, "POST", "/mybucket?delete", del); code != 200 || !strings.Contains(out, "<Code>NotImplemented</Code>") {
+		t.Errorf("DeleteObjects of a version not kept: %d %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", "dir", "obj.txt")); err != nil {
+		t.Fatalf("DeleteObjects of a version not kept deleted the object: %v", err)
+	}
+	if code, out := do(alice, "DELETE", "/mybucket", nil); code != 409 || !strings.Contains(out, "<Code>BucketNotEmpty</Code>") {
+		t.Errorf("removing a bucket not empty: %d %s", code, out)
+	}
+	del = []byte(`<Delete><Object><Key>dir/obj.txt</Key><VersionId>null</VersionId></Object><Object><Key>dir/</Key></Object></Delete>`)
+	if code, out := do(alice, "POST", "/mybucket?delete", del); code != 200 || strings.Contains(out, "<Error>") {
+		t.Errorf("DeleteObjects: %d %s", code, out)
+	}
+	if code, out := do(alice, "DELETE", "/mybucket", nil); code != 204 {
+		t.Errorf("removing an empty bucket: %d %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket")); !os.IsNotExist(err) {
+		t.Errorf("the bucket removed is still at the share: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 
 	"pando.dev/pando/internal/auth"
 )
@@ -17,40 +16,23 @@ import (
 // S3Keys is a gateway's file of S3 access keys: lines
 // "ACCESSKEY:user:secret" (SigV4 needs the secret itself to check a
 // signature, so the file is kept as a key is: mode 0600), read again when
-// it changes.
+// it changes (secretFile).
 type S3Keys struct {
-	path string
-	mu   sync.Mutex
-	mod  int64
-	m    map[string][2]string // access key -> user, secret
+	file *secretFile[map[string][2]string] // access key -> user, secret
 }
 
 // OpenS3Keys reads the key file at path.
 func OpenS3Keys(path string) (*S3Keys, error) {
-	k := &S3Keys{path: path}
-	if _, err := k.load(); err != nil {
+	k := &S3Keys{file: newSecretFile("the S3 key file", path, func(b []byte) (map[string][2]string, error) {
+		return parseS3Keys(path, b)
+	})}
+	if _, err := k.file.load(); err != nil {
 		return nil, err
 	}
 	return k, nil
 }
 
-func (k *S3Keys) load() (map[string][2]string, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	fi, err := os.Stat(k.path)
-	if err != nil {
-		return nil, fmt.Errorf("the S3 key file: %w", err)
-	}
-	if k.m != nil && fi.ModTime().UnixNano() == k.mod {
-		return k.m, nil
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("the S3 key file %s may be read by others (mode %o); chmod 600 it", k.path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(k.path)
-	if err != nil {
-		return nil, fmt.Errorf("the S3 key file: %w", err)
-	}
+func parseS3Keys(path string, b []byte) (map[string][2]string, error) {
 	m := make(map[string][2]string)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
@@ -60,17 +42,16 @@ func (k *S3Keys) load() (map[string][2]string, error) {
 		}
 		f := strings.SplitN(line, ":", 3)
 		if len(f) != 3 || f[0] == "" || f[2] == "" || auth.ValidName(f[1]) != nil {
-			return nil, fmt.Errorf("the S3 key file %s, line %d: expected ACCESSKEY:user:secret (pando serve s3-key writes them)", k.path, n)
+			return nil, fmt.Errorf("the S3 key file %s, line %d: expected ACCESSKEY:user:secret (pando serve s3-key writes them)", path, n)
 		}
 		m[f[0]] = [2]string{f[1], f[2]}
 	}
-	k.m, k.mod = m, fi.ModTime().UnixNano()
 	return m, nil
 }
 
 // Secret returns the user and secret of an access key.
 func (k *S3Keys) Secret(access string) (string, string, bool) {
-	m, err := k.load()
+	m, err := k.file.load()
 	if err != nil {
 		return "", "", false
 	}

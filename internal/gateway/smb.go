@@ -49,14 +49,14 @@ type SMB struct {
 	dir  string // the gateway's smb directory
 	addr string
 
-	mu     sync.Mutex
-	mounts map[string]*mount.Mount
-	users  []SMBUser
-	mod    time.Time
-	procs  []*exec.Cmd
-	exited chan struct{} // closed when smbd ends
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	mounts  map[string]*mount.Mount
+	passwd  *secretFile[*smbPasswd]
+	applied *smbPasswd // the version of the password file served
+	procs   []*exec.Cmd
+	exited  chan struct{} // closed when smbd ends
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // Samba's programs, as Debian installs them.
@@ -122,7 +122,8 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
 	}
 	s := &SMB{g: g, cfg: cfg, dir: dir, addr: net.JoinHostPort(host, port), mounts: map[string]*mount.Mount{},
-		exited: make(chan struct{}), stop: make(chan struct{})}
+		passwd: openSMBPasswd(cfg.Passwords), exited: make(chan struct{}), stop: make(chan struct{})}
+	s.passwd.tell(g.cfg.Log)
 	for _, d := range []string{"mnt", "samba", "samba/private", "samba/lock", "samba/state", "samba/cache", "samba/pid", "samba/ncalrpc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("the gateway's cache directory: %w", err)
@@ -245,26 +246,18 @@ func (s *SMB) watch() {
 
 // sync makes Samba's users and the mounts those of the password file.
 func (s *SMB) sync() error {
-	fi, err := os.Stat(s.cfg.Passwords)
+	pw, err := s.passwd.load()
 	if err != nil {
-		return fmt.Errorf("the SMB password file: %w", err)
+		return err
 	}
 	s.mu.Lock()
-	same := fi.ModTime().Equal(s.mod)
+	same := pw == s.applied
 	s.mu.Unlock()
 	if same {
 		return nil
 	}
-	users, err := ReadSMBUsers(s.cfg.Passwords)
-	if err != nil {
-		return err
-	}
-	raw, err := os.ReadFile(s.cfg.Passwords)
-	if err != nil {
-		return err
-	}
 	want := map[string]bool{}
-	for _, u := range users {
+	for _, u := range pw.users {
 		want[u.Name] = true
 	}
 	s.mu.Lock()
@@ -276,7 +269,7 @@ func (s *SMB) sync() error {
 		}
 	}
 	var served []SMBUser
-	for _, u := range users {
+	for _, u := range pw.users {
 		if s.mounts[u.Name] == nil {
 			if err := s.mountLocked(u.Name); err != nil {
 				s.g.cfg.Log.Warn("an SMB user is not served", "user", u.Name, "err", err)
@@ -287,13 +280,13 @@ func (s *SMB) sync() error {
 	}
 	// Samba learns of a user once the mount is up, and forgets one
 	// before it goes.
-	if err := writeSambaUsers(filepath.Join(s.dir, "samba"), served, raw); err != nil {
+	if err := writeSambaUsers(filepath.Join(s.dir, "samba"), served, pw.raw); err != nil {
 		return err
 	}
 	for _, name := range gone {
 		s.unmountLocked(name)
 	}
-	s.users, s.mod = served, fi.ModTime()
+	s.applied = pw
 	return nil
 }
 

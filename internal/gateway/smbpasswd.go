@@ -41,18 +41,30 @@ type SMBUser struct {
 // ReadSMBUsers reads the users of the SMB password file at path, which
 // must not be readable by others.
 func ReadSMBUsers(path string) ([]SMBUser, error) {
-	fi, err := os.Stat(path)
+	p, err := openSMBPasswd(path).load()
 	if err != nil {
-		return nil, fmt.Errorf("the SMB password file: %w", err)
+		return nil, err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("the SMB password file %s may be read by others (mode %o); chmod 600 it", path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("the SMB password file: %w", err)
-	}
-	return parseSMBPasswd(path, b)
+	return p.users, nil
+}
+
+// smbPasswd is one version of the SMB password file: its users, and its
+// bytes, which Samba is given.
+type smbPasswd struct {
+	users []SMBUser
+	raw   []byte
+}
+
+// openSMBPasswd is the SMB password file at path; a new *smbPasswd each
+// time it is read again.
+func openSMBPasswd(path string) *secretFile[*smbPasswd] {
+	return newSecretFile("the SMB password file", path, func(b []byte) (*smbPasswd, error) {
+		users, err := parseSMBPasswd(path, b)
+		if err != nil {
+			return nil, err
+		}
+		return &smbPasswd{users: users, raw: b}, nil
+	})
 }
 
 func parseSMBPasswd(path string, b []byte) ([]SMBUser, error) {

@@ -1,5 +1,10 @@
 // Package layers holds the test that keeps pando's packages pointing one
-// way: edges (the mount, the gateways' front ends) -> vfs -> cache and
-// client -> rpc and wire, and on the server side share and controller ->
-// auth, store and wire. It has no code.
+// way. Ranks, from the top: cmd/pando; bench and doctor; cli and testenv;
+// agent and gateway; the edges (mount, web, nfs), which may import only
+// vfs and wire; vfs; transfer, share, controller and consistency; client
+// and cache; config and rpc; wire, auth and store. A package imports only
+// packages of a lower rank, and utilities (metricsrv, wan...), which
+// import none. transfer ranks above client: it copies through one.
+// docs/layers.md gives each rank; layers_test.go holds them. It has no
+// code.
 package layers

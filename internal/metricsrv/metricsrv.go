@@ -1,5 +1,6 @@
 // Package metricsrv serves a process's Prometheus metrics over HTTP: the
-// agent's, a gateway's and a controller's alike.
+// agent's, a gateway's and a controller's alike; and it declares the
+// metrics more than one of them exports, once.
 package metricsrv
 
 import (
@@ -10,6 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Descriptors that the agent and a gateway both export, with the same
+// meaning: one declaration, so that a dashboard reads either alike.
+var (
+	RPCs        = prometheus.NewDesc("pando_rpcs_total", "Requests sent to controllers and shares, by kind.", []string{"op"}, nil)
+	CacheMisses = prometheus.NewDesc("pando_cache_misses_total", "Reads that fetched from a share.", nil, nil)
 )
 
 // Handler serves what c collects, in the Prometheus text format.

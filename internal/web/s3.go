@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -24,9 +25,11 @@ import (
 	"pando.dev/pando/internal/vfs"
 )
 
-// S3 is the S3 front end of a gateway. Buckets are the names directly
-// below the domain (/<domain>/<bucket>, the domain's mounts); an object's
-// key is its path below its bucket. Requests are path-style
+// S3 is the S3 front end of a gateway. Buckets are the directories
+// directly below its bucket root: the domain (/<domain>/<bucket>, the
+// domain's mounts) unless the administrator names a folder, below which
+// users with the right make and remove buckets over S3; an object's key
+// is its path below its bucket. Requests are path-style
 // (https://gw/bucket/key) or, with a host suffix, virtual-host-style
 // (https://bucket.suffix/key), signed with SigV4 by an access key the
 // gateway maps to a user (pando serve s3-key).
@@ -34,6 +37,8 @@ type S3 struct {
 	users      Users
 	keys       S3Keys
 	domain     string
+	root       string // the bucket root, a global path
+	made       bool   // buckets are made and removed over S3 (root is not the domain)
 	hostSuffix string
 	spool      string
 	c          *Counters
@@ -54,24 +59,45 @@ const (
 	uploadLife    = 24 * time.Hour
 	s3XMLNS       = "http://s3.amazonaws.com/doc/2006-03-01/"
 	s3MD5Xattr    = "user.s3.md5"
+	s3OwnerXattr  = "user.s3.owner" // who made a bucket over S3
 	emptyMD5      = "d41d8cd98f00b204e9800998ecf8427e"
 	s3MaxKeyBytes = 1024
 )
 
-// NewS3 serves the buckets of domain to the users keys names; bodies
-// and parts of uploads are kept in spool (emptied now) until they are
-// checked and written.
-func NewS3(users Users, keys S3Keys, domain, hostSuffix, spool string, c *Counters, log *slog.Logger) (*S3, error) {
+// S3Options configures the S3 front end.
+type S3Options struct {
+	Domain     string
+	HostSuffix string // take virtual-host-style requests for <bucket>.<HostSuffix>
+	// Buckets is the global path of the folder whose directories are
+	// the buckets, made and removed over S3 by users with the rights to
+	// make and remove them there; "" for the names below the domain (its
+	// mounts, not made over S3).
+	Buckets string
+	Spool   string // bodies and parts of uploads, emptied now
+}
+
+// NewS3 serves the buckets to the users keys names; bodies and parts of
+// uploads are kept in the spool until they are checked and written.
+func NewS3(users Users, keys S3Keys, o S3Options, c *Counters, log *slog.Logger) (*S3, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.RemoveAll(spool); err != nil {
+	root := "/" + o.Domain
+	if o.Buckets != "" {
+		b, err := CleanPath(o.Buckets)
+		if err != nil || (b != root && !strings.HasPrefix(b, root+"/")) {
+			return nil, fmt.Errorf("--buckets %q: give a global path of a folder of domain %s, e.g. /%s/s3", o.Buckets, o.Domain, o.Domain)
+		}
+		root = b
+	}
+	if err := os.RemoveAll(o.Spool); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(spool, 0o700); err != nil {
+	if err := os.MkdirAll(o.Spool, 0o700); err != nil {
 		return nil, err
 	}
-	return &S3{users: users, keys: keys, domain: domain, hostSuffix: strings.TrimPrefix(hostSuffix, "."), spool: spool,
+	return &S3{users: users, keys: keys, domain: o.Domain, root: root, made: root != "/"+o.Domain,
+		hostSuffix: strings.TrimPrefix(o.HostSuffix, "."), spool: o.Spool,
 		c: c, log: log, now: time.Now, uploads: make(map[string]*upload)}, nil
 }
 
@@ -216,19 +242,13 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch op {
 	case opListBuckets:
 		err = rq.listBuckets()
-	case opHeadBucket, opListObjects, opGetBucketLocation, opGetBucketVersioning, opListUploads,
+	case opHeadBucket, opListObjects, opListVersions, opGetBucketLocation, opGetBucketVersioning, opListUploads,
 		opDeleteObjects, opCreateBucket, opDeleteBucket:
 		err = rq.bucketOp(op, q)
-	case opGetObject:
-		err = rq.get()
-	case opPutObject:
-		err = rq.put()
-	case opCopyObject:
-		err = rq.copy()
-	case opDeleteObject:
-		err = rq.delete()
-	case opInitiateUpload:
-		err = rq.initiate()
+	case opGetObject, opPutObject, opCopyObject, opDeleteObject, opInitiateUpload:
+		if err = rq.haveBucket(); err == nil {
+			err = rq.object(op)
+		}
 	case opUploadPart, opUploadPartCopy, opCompleteUpload, opAbortUpload, opListParts:
 		err = rq.uploadOp(op, q)
 	default:
@@ -237,6 +257,21 @@ func (s *S3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, err)
 	}
+}
+
+// object serves an operation on an object of a bucket that exists.
+func (q *s3Req) object(op s3Op) error {
+	switch op {
+	case opGetObject:
+		return q.get()
+	case opPutObject:
+		return q.put()
+	case opCopyObject:
+		return q.copy()
+	case opDeleteObject:
+		return q.delete()
+	}
+	return q.initiate()
 }
 
 // s3Req is one request being served.
@@ -251,15 +286,17 @@ type s3Req struct {
 
 // path is the global path of key in the request's bucket.
 func (q *s3Req) path(key string) string {
-	return strings.TrimSuffix(path.Join("/", q.s.domain, q.bucket, key), "/")
+	return strings.TrimSuffix(path.Join(q.s.root, q.bucket, key), "/")
 }
 
 func (q *s3Req) bucketOp(op s3Op, vals url.Values) error {
-	a, err := q.v.GetAttr(q.ctx, q.path(""))
-	if err != nil || a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-		if err == nil || Errno(err) == syscall.ENOENT {
-			return s3Errf(http.StatusNotFound, "NoSuchBucket", "no bucket %s: buckets are the names below /%s", q.bucket, q.s.domain)
-		}
+	switch op {
+	case opCreateBucket:
+		return q.createBucket()
+	case opDeleteBucket:
+		return q.deleteBucket()
+	}
+	if err := q.haveBucket(); err != nil {
 		return err
 	}
 	switch op {
@@ -279,16 +316,126 @@ func (q *s3Req) bucketOp(op s3Op, vals url.Values) error {
 			NS      string   `xml:"xmlns,attr"`
 		}{NS: s3XMLNS})
 		return nil
-	case opListObjects:
-		return q.list(vals)
+	case opListObjects, opListVersions:
+		return q.list(op, vals)
 	case opDeleteObjects:
 		return q.deleteObjects()
-	case opCreateBucket:
-		return s3Errf(http.StatusConflict, "BucketAlreadyOwnedByYou", "bucket %s exists; buckets are the domain's mounts, made with pando ns mount", q.bucket)
-	case opDeleteBucket:
-		return s3Errf(http.StatusConflict, "BucketNotEmpty", "buckets are the domain's mounts, removed with pando ns unmount")
 	}
 	return s3Errf(http.StatusNotImplemented, "NotImplemented", "%s of a bucket is not served", q.r.Method)
+}
+
+// haveBucket answers NoSuchBucket unless the request's bucket is a
+// directory.
+func (q *s3Req) haveBucket() error {
+	a, err := q.v.GetAttr(q.ctx, q.path(""))
+	if err != nil || a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		if err == nil || Errno(err) == syscall.ENOENT || Errno(err) == syscall.ENOTDIR {
+			return s3Errf(http.StatusNotFound, "NoSuchBucket", "no bucket %s: buckets are the folders below %s", q.bucket, q.s.root)
+		}
+		return err
+	}
+	return nil
+}
+
+// createBucket makes a bucket: a folder below the bucket root, with the
+// rights to make one there (insert), whose maker is kept in an extended
+// attribute; an existing one is made again for its maker (as in S3's
+// us-east-1), BucketAlreadyExists for anyone else.
+func (q *s3Req) createBucket() error {
+	if !q.s.made {
+		if q.haveBucket() == nil {
+			return s3Errf(http.StatusConflict, "BucketAlreadyOwnedByYou", "bucket %s exists; buckets are the domain's mounts, made with pando ns mount", q.bucket)
+		}
+		return s3Errf(http.StatusNotImplemented, "NotImplemented", "buckets are not made over S3 here: they are the domain's mounts (pando ns mount), or start the gateway with --buckets FOLDER")
+	}
+	if err := checkNewBucket(q.bucket); err != nil {
+		return err
+	}
+	if err := q.readLocation(); err != nil {
+		return err
+	}
+	_, err := q.v.Mkdir(q.ctx, q.path(""), 0o755)
+	switch Errno(err) {
+	case 0:
+		if err := q.v.SetXattr(q.ctx, q.path(""), s3OwnerXattr, []byte(q.user), 0); err != nil {
+			q.s.log.Debug("the maker of a bucket could not be kept", "bucket", q.bucket, "err", err)
+		}
+		q.w.Header().Set("Location", "/"+q.bucket)
+		return nil
+	case syscall.EEXIST:
+		if b, err := q.v.GetXattr(q.ctx, q.path(""), s3OwnerXattr); err == nil && string(b) == q.user {
+			// As S3 answers in us-east-1, the gateway's one region: a
+			// bucket made again by its maker is made.
+			q.w.Header().Set("Location", "/"+q.bucket)
+			return nil
+		}
+		return s3Errf(http.StatusConflict, "BucketAlreadyExists", "bucket %s exists; choose another name", q.bucket)
+	case syscall.EACCES, syscall.EPERM:
+		if q.haveBucket() == nil {
+			return s3Errf(http.StatusConflict, "BucketAlreadyExists", "bucket %s exists; choose another name", q.bucket)
+		}
+	case syscall.ENOENT:
+		return s3Errf(http.StatusServiceUnavailable, "ServiceUnavailable", "the folder of buckets %s does not exist; its administrator must make it", q.s.root)
+	}
+	return err
+}
+
+// readLocation reads a CreateBucket body, if any: a location, which must
+// be empty or us-east-1 (the gateway is one place).
+func (q *s3Req) readLocation() error {
+	if q.r.ContentLength == 0 {
+		return nil
+	}
+	var cfg struct {
+		LocationConstraint string
+	}
+	if err := q.readXML(&cfg); err != nil {
+		return err
+	}
+	if cfg.LocationConstraint != "" && cfg.LocationConstraint != "us-east-1" {
+		return s3Errf(http.StatusBadRequest, "InvalidLocationConstraint", "the location %.40q is not this gateway's; leave it out or give us-east-1", cfg.LocationConstraint)
+	}
+	return nil
+}
+
+// deleteBucket removes an empty bucket.
+func (q *s3Req) deleteBucket() error {
+	if !q.s.made {
+		return s3Errf(http.StatusConflict, "BucketNotEmpty", "buckets are the domain's mounts, removed with pando ns unmount")
+	}
+	if err := q.haveBucket(); err != nil {
+		return err
+	}
+	err := q.v.Rmdir(q.ctx, q.path(""))
+	switch Errno(err) {
+	case 0:
+		q.w.WriteHeader(http.StatusNoContent)
+		return nil
+	case syscall.ENOTEMPTY, syscall.EEXIST:
+		return s3Errf(http.StatusConflict, "BucketNotEmpty", "bucket %s is not empty: delete its objects first", q.bucket)
+	}
+	return err
+}
+
+// checkNewBucket checks the name of a bucket to be made, as S3's rules
+// for new buckets have it: 3 to 63 lower-case letters, digits, dots and
+// hyphens, beginning and ending with a letter or digit, not like an IP
+// address.
+func checkNewBucket(b string) error {
+	bad := s3Errf(http.StatusBadRequest, "InvalidBucketName", "%.80q is not a bucket name: 3 to 63 lower-case letters, digits, '.' and '-', beginning and ending with a letter or digit", b)
+	if len(b) < 3 || len(b) > 63 || strings.Contains(b, "..") || strings.Contains(b, ".-") || strings.Contains(b, "-.") {
+		return bad
+	}
+	for i, c := range b {
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && ((i == 0 || i == len(b)-1) || (c != '.' && c != '-')) {
+			return bad
+		}
+	}
+	if net.ParseIP(b) != nil {
+		return bad
+	}
+	return nil
 }
 
 // spooled is a request body kept in the spool, checked against the hash

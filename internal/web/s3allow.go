@@ -40,6 +40,7 @@ const (
 	opCompleteUpload
 	opAbortUpload
 	opListParts
+	opListVersions
 )
 
 // Query parameters every operation takes: x-id is the operation's name,
@@ -48,6 +49,7 @@ var s3CommonParams = []string{"x-id"}
 
 // The query parameters each operation takes, besides the common ones.
 var s3OpParams = map[s3Op][]string{
+	opListVersions:        {"versions", "prefix", "delimiter", "encoding-type", "max-keys", "key-marker", "version-id-marker"},
 	opListObjects:         {"list-type", "prefix", "delimiter", "encoding-type", "max-keys", "marker", "continuation-token", "start-after", "fetch-owner"},
 	opListUploads:         {"uploads", "prefix", "delimiter", "encoding-type", "max-uploads", "key-marker", "upload-id-marker"},
 	opGetObject:           {"versionId", "response-content-type", "response-content-language", "response-expires", "response-cache-control", "response-content-disposition", "response-content-encoding"},
@@ -76,7 +78,6 @@ var s3RefusedHeaders = []struct{ name, why string }{
 	{"X-Amz-Object-Lock-Mode", "object lock is not served"},
 	{"X-Amz-Object-Lock-Retain-Until-Date", "object lock is not served"},
 	{"X-Amz-Object-Lock-Legal-Hold", "object lock is not served"},
-	{"X-Amz-Bypass-Governance-Retention", "object lock is not served"},
 	{"X-Amz-Tagging", "object tags are not kept"},
 	{"X-Amz-Website-Redirect-Location", "website redirects are not served"},
 	{"X-Amz-Write-Offset-Bytes", "appending to an object is not served"},
@@ -135,6 +136,8 @@ func s3BucketOp(method string, has func(string) bool) s3Op {
 			return opGetBucketVersioning
 		case has("uploads"):
 			return opListUploads
+		case has("versions"):
+			return opListVersions
 		case !hasSubresource(has):
 			return opListObjects
 		}

@@ -44,7 +44,7 @@ func (q *s3Req) copySource() (f *File, bucket, key string, err error) {
 	if err := checkKey(key); err != nil || strings.HasSuffix(key, "/") {
 		return nil, "", "", s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q names no object", src)
 	}
-	sp := path.Join("/", q.s.domain, bucket, key)
+	sp := path.Join(q.s.root, bucket, key)
 	f, err = OpenFile(q.ctx, q.v, sp, syscall.O_RDONLY, 0)
 	if err != nil {
 		return nil, "", "", err

@@ -21,7 +21,7 @@ type s3Item struct {
 }
 
 func (q *s3Req) listBuckets() error {
-	ents, err := q.v.ReadDir(q.ctx, "/"+q.s.domain)
+	ents, err := q.v.ReadDir(q.ctx, q.s.root)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,9 @@ type s3Object struct {
 
 type s3Prefix struct{ Prefix string }
 
-func (q *s3Req) list(vals url.Values) error {
+// list answers ListObjects, ListObjectsV2 and ListObjectVersions (each
+// object one version, null, the latest: versions are not kept).
+func (q *s3Req) list(op s3Op, vals url.Values) error {
 	v2 := vals.Get("list-type") == "2"
 	prefix, delimiter := vals.Get("prefix"), vals.Get("delimiter")
 	enc := vals.Get("encoding-type")
@@ -147,6 +149,12 @@ func (q *s3Req) list(vals url.Values) error {
 	}
 	after := vals.Get("marker")
 	token := vals.Get("continuation-token")
+	if op == opListVersions {
+		after = vals.Get("key-marker")
+		if m := vals.Get("version-id-marker"); m != "" && m != "null" {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "version-id-marker %.40q names no version: versions are not kept", m)
+		}
+	}
 	if v2 {
 		after = vals.Get("start-after")
 		if token != "" {
@@ -189,6 +197,10 @@ func (q *s3Req) list(vals url.Values) error {
 	if truncated && len(items) > 0 {
 		last = items[len(items)-1].key
 	}
+	if op == opListVersions {
+		q.listVersions(prefix, delimiter, enc, max, truncated, objs, cps, esc(after), esc(last))
+		return nil
+	}
 	res := struct {
 		XMLName               xml.Name `xml:"ListBucketResult"`
 		NS                    string   `xml:"xmlns,attr"`
@@ -230,4 +242,47 @@ func max2(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// listVersions writes a ListVersionsResult of the objects and prefixes
+// of a listing.
+func (q *s3Req) listVersions(prefix, delimiter, enc string, max int, truncated bool, objs []s3Object, cps []s3Prefix, after, last string) {
+	type owner struct{ ID, DisplayName string }
+	type version struct {
+		Key          string
+		VersionId    string
+		IsLatest     bool
+		LastModified string
+		ETag         string
+		Size         int64
+		StorageClass string
+		Owner        owner
+	}
+	res := struct {
+		XMLName             xml.Name `xml:"ListVersionsResult"`
+		NS                  string   `xml:"xmlns,attr"`
+		Name                string
+		Prefix              string
+		KeyMarker           string
+		VersionIdMarker     string
+		NextKeyMarker       string `xml:",omitempty"`
+		NextVersionIdMarker string `xml:",omitempty"`
+		Delimiter           string `xml:",omitempty"`
+		MaxKeys             int
+		EncodingType        string `xml:",omitempty"`
+		IsTruncated         bool
+		Version             []version
+		CommonPrefixes      []s3Prefix `xml:"CommonPrefixes"`
+	}{NS: s3XMLNS, Name: q.bucket, Prefix: prefix, KeyMarker: after, Delimiter: delimiter, MaxKeys: max, EncodingType: enc,
+		IsTruncated: truncated, CommonPrefixes: cps}
+	if enc == "url" {
+		res.Prefix, res.Delimiter = awsEscape(prefix, true), awsEscape(delimiter, true)
+	}
+	if truncated {
+		res.NextKeyMarker, res.NextVersionIdMarker = last, "null"
+	}
+	for _, o := range objs {
+		res.Version = append(res.Version, version{o.Key, "null", true, o.LastModified, o.ETag, o.Size, o.StorageClass, owner{q.user, q.user}})
+	}
+	writeXML(q.w, res)
 }

@@ -239,7 +239,7 @@ func (q *s3Req) delete() error {
 func (q *s3Req) deleteObjects() error {
 	var req struct {
 		Quiet   bool
-		Objects []struct{ Key string } `xml:"Object"`
+		Objects []struct{ Key, VersionId string } `xml:"Object"`
 	}
 	if err := q.readXML(&req); err != nil {
 		return err
@@ -247,7 +247,10 @@ func (q *s3Req) deleteObjects() error {
 	if len(req.Objects) > 1000 {
 		return s3Errf(http.StatusBadRequest, "MalformedXML", "at most 1000 objects are deleted at once")
 	}
-	type deleted struct{ Key string }
+	type deleted struct {
+		Key       string
+		VersionId string `xml:",omitempty"`
+	}
 	type failed struct{ Key, Code, Message string }
 	var res struct {
 		XMLName xml.Name  `xml:"DeleteResult"`
@@ -258,6 +261,9 @@ func (q *s3Req) deleteObjects() error {
 	res.NS = s3XMLNS
 	for _, o := range req.Objects {
 		err := checkKey(o.Key)
+		if err == nil && o.VersionId != "" && o.VersionId != "null" {
+			err = s3Errf(http.StatusNotImplemented, "NotImplemented", "versions are not kept: only VersionId null (the object itself) is deleted")
+		}
 		if err == nil {
 			err = q.remove(o.Key)
 		}
@@ -268,7 +274,7 @@ func (q *s3Req) deleteObjects() error {
 			}
 			res.Error = append(res.Error, failed{o.Key, e.Code, e.Message})
 		} else if !req.Quiet {
-			res.Deleted = append(res.Deleted, deleted{o.Key})
+			res.Deleted = append(res.Deleted, deleted{o.Key, o.VersionId})
 		}
 	}
 	writeXML(q.w, res)
