@@ -253,7 +253,8 @@ type upServe struct {
 	passwords, s3Keys, s3Buckets string
 	smbPasswords                 string
 	nfsExports, nfsAllow         []string
-	consistency                  string // the mount's, which the gateways keep too
+	smbExports                   []string // NAME=PATH
+	consistency                  string   // the mount's, which the gateways keep too
 }
 
 // upGateways starts the gateways asked for with pando up --serve
@@ -285,7 +286,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			consistency: o.consistency, write: "close", passwords: o.passwords, s3Keys: o.s3Keys, buckets: o.s3Buckets,
 			exports: o.nfsExports, allow: o.nfsAllow}
 		if proto == "smb" {
-			f.passwords = o.smbPasswords
+			f.passwords, f.exports = o.smbPasswords, o.smbExports
 			sf := smbFlags{gatewayFlags: f}
 			gw, smb, err := sf.start(g, creds)
 			if err != nil {
@@ -294,6 +295,7 @@ func upGateways(cmd *cobra.Command, g *cli.Globals, cl *client.Client, admin *co
 			}
 			stops = append(stops, func() { smb.Close(); gw.Close() })
 			fmt.Fprintf(cmd.OutOrStdout(), "smb gateway at smb://%s/%s\n", smb.Addr(), gw.Domain())
+			printSMBExports(cmd, smb)
 			continue
 		}
 		if proto == "nfs" && len(f.exports) == 0 {

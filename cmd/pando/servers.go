@@ -149,6 +149,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		s3Buckets             string
 		nfsExports, nfsAllow  []string
 		smbPasswords          string
+		smbExports            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -243,7 +244,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			}
 			stopGateways, err := upGateways(cmd, g, cl, admin, state, upServe{specs: serve, passwords: passwords,
 				s3Keys: s3Keys, s3Buckets: s3Buckets, smbPasswords: smbPasswords, nfsExports: nfsExports, nfsAllow: nfsAllow,
-				consistency: mf.consistency})
+				smbExports: smbExports, consistency: mf.consistency})
 			if err != nil {
 				return err
 			}
@@ -270,6 +271,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringVar(&s3Keys, "s3-keys", "", "the S3 access key file for --serve s3=ADDR (pando serve s3-key)")
 	cmd.Flags().StringVar(&s3Buckets, "s3-buckets", "", "the folder whose folders are the buckets of --serve s3=ADDR, made and removed over S3 (see pando serve s3 --buckets)")
 	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
+	cmd.Flags().StringSliceVar(&smbExports, "smb-export", nil, "folders --serve smb=ADDR serves as shares of their own: NAME=PATH (repeatable or comma-separated)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)

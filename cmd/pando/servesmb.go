@@ -31,11 +31,15 @@ func (f *smbFlags) start(g *cli.Globals, creds *config.Config) (*gateway.Gateway
 	if _, err := gateway.ReadSMBUsers(f.passwords); err != nil {
 		return nil, nil, err
 	}
+	exports, err := gateway.ParseSMBExports(cfg.Client.Domain, f.exports)
+	if err != nil {
+		return nil, nil, cli.Usagef("--export: %v", err)
+	}
 	gw, err := gateway.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	smb, err := gw.StartSMB(gateway.SMBConfig{Listen: f.listen, Passwords: f.passwords, Encrypt: f.encrypt})
+	smb, err := gw.StartSMB(gateway.SMBConfig{Listen: f.listen, Passwords: f.passwords, Encrypt: f.encrypt, Exports: exports})
 	if err != nil {
 		gw.Close()
 		return nil, nil, err
@@ -47,11 +51,12 @@ func newServeSMBCmd(g *cli.Globals) *cobra.Command {
 	var f smbFlags
 	cmd := &cobra.Command{
 		Use:   "smb",
-		Short: "Serve the namespace over SMB 3 through Samba, each user through a mount of their own",
+		Short: "Serve the namespace and folders of it over SMB 3 through Samba, each user through a mount of their own",
 		Long: `Serve the namespace to Windows and macOS desktops over SMB 3: runs Debian's
 Samba (smbd and samba-dcerpcd, with a configuration, users and files of their
 own below --cache-dir) over one pando mount per user of --passwords, each
-acting with that user's rights. The share is the domain: \\HOST\DOMAIN.
+acting with that user's rights. The domain is a share, \\HOST\DOMAIN, and
+each --export NAME=PATH serves the folder PATH as the share \\HOST\NAME.
 Needs root, FUSE, and the packages samba and libnss-wrapper. Add users with
 pando serve smb-passwd. See docs/gateways.md.`,
 		Args: cobra.NoArgs,
@@ -64,6 +69,7 @@ pando serve smb-passwd. See docs/gateways.md.`,
 			defer smb.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "smb gateway %s of domain %s at smb://%s/%s (users: %s)\n", gw.Identity(), gw.Domain(), smb.Addr(), gw.Domain(),
 				strings.Join(smb.Users(), ", "))
+			printSMBExports(cmd, smb)
 			stopMetrics, err := f.serveMetrics(cmd, gw)
 			if err != nil {
 				return err
@@ -78,9 +84,17 @@ pando serve smb-passwd. See docs/gateways.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.passwords, "passwords", "", "the SMB password file (pando serve smb-passwd; required): its users are served, each with their rights")
+	cmd.Flags().StringSliceVar(&f.exports, "export", nil, "NAME=PATH: serve the global PATH (a folder of the domain) as the share NAME (repeatable or comma-separated)")
 	cmd.Flags().StringVar(&f.encrypt, "encrypt", "required", "SMB 3 encryption: required, or desired (clients without it are served signed, in clear)")
 	f.addCommon(cmd, "127.0.0.1:445")
 	return cmd
+}
+
+// printSMBExports says where each export of smb is served.
+func printSMBExports(cmd *cobra.Command, smb *gateway.SMB) {
+	for _, ex := range smb.Exports() {
+		fmt.Fprintf(cmd.OutOrStdout(), "smb share %s at smb://%s/%s\n", ex.Path, smb.Addr(), ex.Name)
+	}
 }
 
 func newSMBPasswdCmd() *cobra.Command {

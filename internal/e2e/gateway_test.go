@@ -102,7 +102,8 @@ func between(s, a, b string) string {
 // TestUpServeDoors: pando up with a mount and --serve http, webdav, s3
 // nfs and smb (five gateways, each with its own cache, consistency window
 // 3s): a file written through each door is read through each other, each
-// pair once, within the window's bound.
+// pair once, within the window's bound (SMB writes through the share of
+// --smb-export data=/local/data, and reads through the domain's).
 func TestUpServeDoors(t *testing.T) {
 	for _, tool := range []string{"curl", "s3cmd", "nfs-cp", "nfs-cat", "smbclient"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -122,7 +123,8 @@ func TestUpServeDoors(t *testing.T) {
 	access, secret := between(out, "access key ", " for"), between(out, "secret key ", "\n")
 	p, _ := start(t, `pando is up`, nil, "up", "--state", state, "--share", data, "--listen", "127.0.0.1:0", "--no-config",
 		"--mount", mnt, "--serve", "http=127.0.0.1:0", "--serve", "webdav=127.0.0.1:0", "--serve", "s3=127.0.0.1:0",
-		"--serve", "nfs=127.0.0.1:0", "--serve", "smb=127.0.0.1:0", "--passwords", pw, "--s3-keys", keys, "--smb-passwords", smbpw)
+		"--serve", "nfs=127.0.0.1:0", "--serve", "smb=127.0.0.1:0", "--passwords", pw, "--s3-keys", keys, "--smb-passwords", smbpw,
+		"--smb-export", "data=/local/data")
 	urls := map[string]string{}
 	for _, m := range regexp.MustCompile(`(\w+) gateway at (https://\S+)/ \(its certificate: \S+\)`).FindAllStringSubmatch(p.output(), -1) {
 		urls[m[1]] = m[2]
@@ -168,9 +170,9 @@ func TestUpServeDoors(t *testing.T) {
 			return nil
 		},
 	}
-	smb := func(cmds string) error {
+	smb := func(share, cmds string) error {
 		host, port, _ := strings.Cut(smbAddr, ":")
-		cmd := exec.Command("smbclient", "//"+host+"/local", "-p", port, "-U", "admin%admin-password", "-c", cmds)
+		cmd := exec.Command("smbclient", "//"+host+"/"+share, "-p", port, "-U", "admin%admin-password", "-c", cmds)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err == nil && strings.Contains(string(out), "NT_STATUS") {
@@ -178,9 +180,14 @@ func TestUpServeDoors(t *testing.T) {
 		}
 		return err
 	}
+	// The smb door writes through the export of --smb-export, and reads
+	// through the domain's share.
+	if !strings.Contains(p.output(), "smb share /local/data at smb://"+smbAddr+"/data\n") {
+		t.Fatalf("pando up does not say where --smb-export serves /local/data:\n%s", p.output())
+	}
 	write["smb"] = func(name, content string) error {
 		os.WriteFile(filepath.Join(dir, "src-"+name), []byte(content), 0o644)
-		return smb("put src-" + name + " data\\" + name)
+		return smb("data", "put src-"+name+" "+name)
 	}
 	for _, door := range []string{"http", "webdav"} {
 		write[door] = func(name, content string) error {
@@ -212,7 +219,7 @@ func TestUpServeDoors(t *testing.T) {
 		}
 		if door == "smb" {
 			os.Remove(filepath.Join(dir, "got-"+name))
-			if err := smb("get data\\" + name + " got-" + name); err != nil {
+			if err := smb("local", "get data\\"+name+" got-"+name); err != nil {
 				return "", err
 			}
 			b, err := os.ReadFile(filepath.Join(dir, "got-"+name))

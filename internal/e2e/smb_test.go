@@ -33,6 +33,13 @@ type smbGateway struct {
 // ("name:password") and starts pando serve smb.
 func startSMB(t *testing.T, d *domain, users ...string) *smbGateway {
 	t.Helper()
+	return startSMBWith(t, d, nil, users...)
+}
+
+// startSMBWith is startSMB with the further arguments extra of pando
+// serve smb (exports).
+func startSMBWith(t *testing.T, d *domain, extra []string, users ...string) *smbGateway {
+	t.Helper()
 	for _, tool := range []string{"smbclient", "/usr/sbin/smbd"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (./dev test installs samba, smbclient and libnss-wrapper)", tool)
@@ -57,8 +64,8 @@ func startSMB(t *testing.T, d *domain, users ...string) *smbGateway {
 		}
 	})
 	var m []string
-	s.p, m = start(t, `smb gateway \S+ of domain \S+ at smb://(\S+)/(\S+) `, nil, "--config", web, "serve", "smb",
-		"--listen", "127.0.0.1:0", "--cache-dir", s.cacheDir, "--passwords", pw)
+	s.p, m = start(t, `smb gateway \S+ of domain \S+ at smb://(\S+)/(\S+) `, nil, append([]string{"--config", web, "serve", "smb",
+		"--listen", "127.0.0.1:0", "--cache-dir", s.cacheDir, "--passwords", pw}, extra...)...)
 	s.addr, s.share = m[1], m[2]
 	return s
 }
@@ -385,7 +392,8 @@ func TestSMBClient(t *testing.T) {
 
 // TestSMBGatewayKilled: a gateway killed (SIGKILL) takes Samba with it,
 // and the next one starts over the dead mounts it left; a user's mistakes
-// with pando serve smb and smb-passwd get one sentence each; users added,
+// with pando serve smb (a bad --export among them) and smb-passwd get one
+// sentence each; users added,
 // changed and removed in the password file are followed.
 func TestSMBGatewayKilled(t *testing.T) {
 	d := newDomain(t, "d")
@@ -400,6 +408,10 @@ func TestSMBGatewayKilled(t *testing.T) {
 	d.pando(alice, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "alice@d", "--gateway")
 	d.pando(web, "serve", "smb", "--listen", "localhost:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "IP address")
 	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw, "--encrypt", "off").fails(1, "required or desired")
+	for _, ex := range [][2]string{{"da/ta=/d/data", "share name"}, {"IPC$=/d/data", "keeps for itself"}, {"data=/e/data", "clean global path"},
+		{"data=/d/../etc", "clean global path"}, {"data", "NAME=PATH"}} {
+		d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw, "--export", ex[0]).fails(2, ex[1])
+	}
 	os.Chmod(pw, 0o644)
 	d.pando(web, "serve", "smb", "--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "c0"), "--passwords", pw).fails(1, "chmod 600")
 	os.Chmod(pw, 0o600)

@@ -1,13 +1,19 @@
 package gateway
 
 import (
+	"context"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/testenv"
 )
@@ -73,6 +79,7 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 		{"server-side encryption", "PUT", "/data/obj.txt", []byte("secret"), []string{"X-Amz-Server-Side-Encryption", "AES256"}, 501, "NotImplemented"},
 		{"object lock", "PUT", "/data/obj.txt", []byte("locked"), []string{"X-Amz-Object-Lock-Mode", "GOVERNANCE"}, 501, "NotImplemented"},
 		{"tags on a PUT", "PUT", "/data/obj.txt", []byte("tagged"), []string{"X-Amz-Tagging", "k=v"}, 501, "NotImplemented"},
+		{"metadata past 2 KB", "PUT", "/data/obj.txt", []byte("big"), []string{"X-Amz-Meta-Big", strings.Repeat("m", 2100)}, 400, "MetadataTooLarge"},
 		{"a public ACL", "PUT", "/data/obj.txt", []byte("public"), []string{"X-Amz-Acl", "public-read"}, 501, "NotImplemented"},
 		{"a grant", "PUT", "/data/obj.txt", []byte("granted"), []string{"X-Amz-Grant-Read", "id=bob"}, 501, "NotImplemented"},
 		// Conditions that do not hold change nothing.
@@ -81,7 +88,6 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 		{"If-Match of a missing object", "PUT", "/data/new.txt", []byte("new"), []string{"If-Match", wrongETag}, 404, "NoSuchKey"},
 		{"DELETE If-Match of another version", "DELETE", "/data/obj.txt", nil, []string{"If-Match", wrongETag}, 412, "PreconditionFailed"},
 		{"copy onto itself", "PUT", "/data/obj.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt"}, 400, "InvalidRequest"},
-		{"copy onto itself, replacing metadata", "PUT", "/data/obj.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Metadata-Directive", "REPLACE"}, 501, "NotImplemented"},
 		{"copy if the source matches another version", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-If-Match", wrongETag}, 412, "PreconditionFailed"},
 		{"copy if the source does not match its version", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-If-None-Match", rightETag}, 412, "PreconditionFailed"},
 		{"copy with a range", "PUT", "/data/copy.txt", nil, []string{"X-Amz-Copy-Source", "/data/obj.txt", "X-Amz-Copy-Source-Range", "bytes=0-3"}, 400, "InvalidArgument"},
@@ -118,6 +124,39 @@ func TestS3NotServedChangesNothing(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.root, "obj.txt")); string(b) != "v2" {
 		t.Errorf("the conditional PUT that holds left %q", b)
+	}
+	freshETag := ""
+	if _, _, h := e.s3DoH(t, "HEAD", "/data/fresh.txt", alice[0], alice[1], nil, "", now); h != nil {
+		freshETag = h.Get("ETag")
+	}
+	for _, c := range []struct {
+		hdr  []string
+		want int
+		code string
+	}{
+		{[]string{"If-Match", wrongETag}, 412, "PreconditionFailed"},
+		{[]string{"If-None-Match", freshETag}, 304, ""},
+		{[]string{"If-Unmodified-Since", "Mon, 01 Jan 2001 00:00:00 GMT"}, 412, "PreconditionFailed"},
+		{[]string{"If-Modified-Since", "Mon, 01 Jan 2100 00:00:00 GMT"}, 304, ""},
+		{[]string{"Range", "bytes=100-200"}, 416, "InvalidRange"},
+	} {
+		code, out := e.s3Do(t, "GET", "/data/fresh.txt", alice[0], alice[1], nil, "", now, c.hdr...)
+		if code != c.want || (c.code != "" && !strings.Contains(out, "<Code>"+c.code+"</Code>")) || (c.code == "" && out != "") {
+			t.Errorf("GET with %v: %d %q, want %d %s", c.hdr, code, out, c.want, c.code)
+		}
+	}
+	// Completing an upload again answers as the first time did.
+	code, out := e.s3Do(t, "POST", "/data/twice.bin?uploads", alice[0], alice[1], nil, "", now)
+	id := between(out, "<UploadId>", "</UploadId>")
+	e.s3Do(t, "PUT", "/data/twice.bin?partNumber=1&uploadId="+id, alice[0], alice[1], []byte("once"), "", now)
+	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"` + hex.EncodeToString(md5sum([]byte("once"))) + `"</ETag></Part></CompleteMultipartUpload>`)
+	code1, out1 := e.s3Do(t, "POST", "/data/twice.bin?uploadId="+id, alice[0], alice[1], complete, "", now)
+	code2, out2 := e.s3Do(t, "POST", "/data/twice.bin?uploadId="+id, alice[0], alice[1], complete, "", now)
+	if code != 200 || code1 != 200 || code2 != 200 || between(out1, "<ETag>", "</ETag>") != between(out2, "<ETag>", "</ETag>") {
+		t.Errorf("completing an upload twice: %d %d %s, then %d %s", code, code1, out1, code2, out2)
+	}
+	if code, out := e.s3Do(t, "POST", "/data/twice.bin?uploadId="+id, e.s3keys["bob"][0], e.s3keys["bob"][1], complete, "", now); code != 404 {
+		t.Errorf("bob completes alice's completed upload: %d %s", code, out)
 	}
 	code, body, hdr := e.s3DoH(t, "GET", "/data/fresh.txt?response-content-disposition=attachment&response-content-type=text%2Fplain", alice[0], alice[1], nil, "", now)
 	if code != 200 || body != "fresh" || hdr.Get("Content-Type") != "text/plain" || hdr.Get("Content-Disposition") != "attachment" {
@@ -274,6 +313,21 @@ func TestS3Buckets(t *testing.T) {
 	if code, out := do(bob, "GET", "/", nil); code != 200 || !strings.Contains(out, "<Name>mybucket</Name>") || !strings.Contains(out, "<Name>second</Name>") {
 		t.Errorf("ListBuckets: %d %s", code, out)
 	}
+	code, out := do(bob, "GET", "/?max-buckets=1", nil)
+	tok := between(out, "<ContinuationToken>", "</ContinuationToken>")
+	if code != 200 || strings.Count(out, "<Bucket>") != 1 || !strings.Contains(out, "<Name>mybucket</Name>") || tok == "" {
+		t.Errorf("ListBuckets, one a page: %d %s", code, out)
+	}
+	if code, out = do(bob, "GET", "/?max-buckets=1&continuation-token="+tok, nil); code != 200 || !strings.Contains(out, "<Name>second</Name>") || strings.Contains(out, "<ContinuationToken>") {
+		t.Errorf("ListBuckets, the second page: %d %s", code, out)
+	}
+	if code, out = do(bob, "GET", "/?prefix=sec", nil); code != 200 || strings.Contains(out, "mybucket") || !strings.Contains(out, "<Name>second</Name>") {
+		t.Errorf("ListBuckets with a prefix: %d %s", code, out)
+	}
+	if code, out = do(alice, "GET", "/mybucket?list-type=2&max-keys=0&continuation-token=", nil); code != 200 || !strings.Contains(out, "<IsTruncated>false</IsTruncated>") ||
+		!strings.Contains(out, "<ContinuationToken></ContinuationToken>") {
+		t.Errorf("ListObjectsV2 of max-keys 0: %d %s", code, out)
+	}
 	if code, out := do(alice, "GET", "/mybucket?versions", nil); code != 200 || !strings.Contains(out, "<Key>dir/obj.txt</Key><VersionId>null</VersionId><IsLatest>true</IsLatest>") {
 		t.Errorf("ListObjectVersions: %d %s", code, out)
 	}
@@ -283,6 +337,28 @@ func TestS3Buckets(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", "dir", "obj.txt")); err != nil {
 		t.Fatalf("DeleteObjects of a version not kept deleted the object: %v", err)
+	}
+	// Directories made only to hold keys go with their last key; one
+	// named by a key ending in /, or made at the share, stays.
+	os.Mkdir(filepath.Join(e.root, "s3", "mybucket", "mine"), 0o755)
+	for _, k := range []string{"a/b/c.txt", "keep/", "keep/x.txt", "mine/x.txt"} {
+		if code, out := do(alice, "PUT", "/mybucket/"+k, nil); code != 200 {
+			t.Fatalf("PUT %s: %d %s", k, code, out)
+		}
+	}
+	for _, k := range []string{"a/b/c.txt", "keep/x.txt", "mine/x.txt"} {
+		if code, out := do(alice, "DELETE", "/mybucket/"+k, nil); code != 204 {
+			t.Fatalf("DELETE %s: %d %s", k, code, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", "a")); !os.IsNotExist(err) {
+		t.Errorf("the directories made for a/b/c.txt are left after it: %v", err)
+	}
+	for _, d := range []string{"keep", "mine"} {
+		if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket", d)); err != nil {
+			t.Errorf("%s/ went with its last key: %v", d, err)
+		}
+		do(alice, "DELETE", "/mybucket/"+d+"/", nil)
 	}
 	if code, out := do(alice, "DELETE", "/mybucket", nil); code != 409 || !strings.Contains(out, "<Code>BucketNotEmpty</Code>") {
 		t.Errorf("removing a bucket not empty: %d %s", code, out)
@@ -297,4 +373,136 @@ func TestS3Buckets(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.root, "s3", "mybucket")); !os.IsNotExist(err) {
 		t.Errorf("the bucket removed is still at the share: %v", err)
 	}
+}
+
+// TestS3Metadata: x-amz-meta-* and the headers S3 keeps with an object
+// (Content-Type, Cache-Control, ...) are kept at the share in user.s3.meta
+// and answered by GET and HEAD; a PUT replaces them whole; a copy takes
+// the source's (COPY) or the request's (REPLACE, onto itself too, which
+// changes the metadata alone); a multipart upload keeps what its start
+// gave.
+func TestS3Metadata(t *testing.T) {
+	e := newEnv(t, false)
+	e.startS3(t)
+	alice := e.s3keys["alice"]
+	now := time.Now()
+	do := func(method, p string, body []byte, hdr ...string) (int, string, http.Header) {
+		t.Helper()
+		return e.s3DoH(t, method, p, alice[0], alice[1], body, "", now, hdr...)
+	}
+	if code, out, _ := do("PUT", "/data/m.txt", []byte("meta"), "X-Amz-Meta-Color", "blue", "Content-Type", "text/plain", "Cache-Control", "no-cache"); code != 200 {
+		t.Fatalf("PUT with metadata: %d %s", code, out)
+	}
+	_, _, h := do("HEAD", "/data/m.txt", nil)
+	if h.Get("X-Amz-Meta-Color") != "blue" || h.Get("Content-Type") != "text/plain" || h.Get("Cache-Control") != "no-cache" {
+		t.Errorf("HEAD after a PUT with metadata: %v", h)
+	}
+	b := make([]byte, 4096)
+	n, err := unix.Getxattr(filepath.Join(e.root, "m.txt"), "user.s3.meta", b)
+	if err != nil || !strings.Contains(string(b[:n]), `"X-Amz-Meta-Color":"blue"`) {
+		t.Errorf("user.s3.meta at the share: %q %v", b[:max(n, 0)], err)
+	}
+	if code, out, _ := do("PUT", "/data/gz.txt", []byte("zipped"), "Content-Encoding", "gzip"); code != 200 {
+		t.Fatalf("PUT gzip: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/gz.txt", nil); h.Get("Content-Encoding") != "gzip" || h.Get("Content-Length") != "6" {
+		t.Errorf("HEAD of an object kept with Content-Encoding gzip: %v", h)
+	}
+	if code, out, _ := do("PUT", "/data/copy.txt", nil, "X-Amz-Copy-Source", "/data/m.txt"); code != 200 {
+		t.Fatalf("copy: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/copy.txt", nil); h.Get("X-Amz-Meta-Color") != "blue" {
+		t.Errorf("a copy (COPY) has not the source's metadata: %v", h)
+	}
+	if code, out, _ := do("PUT", "/data/m.txt", nil, "X-Amz-Copy-Source", "/data/m.txt", "X-Amz-Metadata-Directive", "REPLACE", "X-Amz-Meta-Color", "red"); code != 200 {
+		t.Fatalf("copy onto itself with REPLACE: %d %s", code, out)
+	}
+	if _, body, h := do("GET", "/data/m.txt", nil); body != "meta" || h.Get("X-Amz-Meta-Color") != "red" || h.Get("Cache-Control") != "" {
+		t.Errorf("after a copy onto itself with REPLACE: %q %v", body, h)
+	}
+	if code, out, _ := do("PUT", "/data/m.txt", []byte("plain")); code != 200 {
+		t.Fatalf("PUT without metadata: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/m.txt", nil); h.Get("X-Amz-Meta-Color") != "" || h.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("a PUT without metadata left the old: %v", h)
+	}
+	code, out, _ := do("POST", "/data/mp.bin?uploads", nil, "X-Amz-Meta-Part", "yes", "Content-Type", "application/x-thing")
+	id := between(out, "<UploadId>", "</UploadId>")
+	if code != 200 || id == "" {
+		t.Fatalf("initiate: %d %s", code, out)
+	}
+	if code, out, _ = do("PUT", "/data/mp.bin?partNumber=1&uploadId="+id, []byte("part one")); code != 200 {
+		t.Fatalf("part: %d %s", code, out)
+	}
+	etag := `"` + hex.EncodeToString(md5sum([]byte("part one"))) + `"`
+	complete := []byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>` + etag + `</ETag></Part></CompleteMultipartUpload>`)
+	if code, out, _ = do("POST", "/data/mp.bin?uploadId="+id, complete); code != 200 {
+		t.Fatalf("complete: %d %s", code, out)
+	}
+	if _, _, h = do("HEAD", "/data/mp.bin", nil); h.Get("X-Amz-Meta-Part") != "yes" || h.Get("Content-Type") != "application/x-thing" {
+		t.Errorf("a multipart upload lost its metadata: %v", h)
+	}
+}
+
+// presign returns a presigned URL of method on rawPath, signed as key at
+// at, good for expires.
+func (e *env) presign(t *testing.T, method, rawPath string, key [2]string, at time.Time, expires string) string {
+	t.Helper()
+	req, err := http.NewRequest(method, e.s3url+rawPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := req.URL.Query()
+	q.Set("X-Amz-Expires", expires)
+	req.URL.RawQuery = q.Encode()
+	u, _, err := v4.NewSigner().PresignHTTP(context.Background(), aws.Credentials{AccessKeyID: key[0], SecretAccessKey: key[1]},
+		req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestS3Presigned: a presigned URL (the signature in its query) reads and
+// writes as its signer may, with curl and no credentials of its own,
+// until it expires; an expired, altered, too long or forged one is
+// refused, and nothing changes.
+func TestS3Presigned(t *testing.T) {
+	needTool(t, "curl")
+	e := newEnv(t, false)
+	e.startS3(t)
+	os.WriteFile(filepath.Join(e.root, "shared.txt"), []byte("shared by a link\n"), 0o644)
+	alice, bob := e.s3keys["alice"], e.s3keys["bob"]
+	now := time.Now()
+	if code, body, _ := e.curl(t, "", e.presign(t, "GET", "/data/shared.txt", bob, now, "600")); code != 200 || body != "shared by a link\n" {
+		t.Errorf("GET through bob's presigned URL: %d %q", code, body)
+	}
+	up := filepath.Join(e.dir, "up.txt")
+	os.WriteFile(up, []byte("sent by a link\n"), 0o644)
+	if code, body, _ := e.curl(t, "", "-T", up, e.presign(t, "PUT", "/data/up.txt", alice, now, "600")); code != 200 {
+		t.Errorf("PUT through alice's presigned URL: %d %s", code, body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "up.txt")); string(b) != "sent by a link\n" {
+		t.Errorf("the presigned PUT left %q", b)
+	}
+	before := testenv.Tree(t, e.root)
+	good := e.presign(t, "PUT", "/data/shared.txt", alice, now, "600")
+	for _, c := range []struct {
+		name, url string
+		want      int
+		code      string
+	}{
+		{"expired", e.presign(t, "PUT", "/data/shared.txt", alice, now.Add(-2*time.Hour), "3600"), 403, "AccessDenied"},
+		{"another key", strings.Replace(good, "shared.txt", "other.txt", 1), 403, "SignatureDoesNotMatch"},
+		{"longer than a week", e.presign(t, "PUT", "/data/shared.txt", alice, now, "604801"), 400, "AuthorizationQueryParametersError"},
+		{"bob's, who may not write", e.presign(t, "PUT", "/data/shared.txt", bob, now, "600"), 403, "AccessDenied"},
+		{"a forged signature", good[:len(good)-4] + "0000", 403, "SignatureDoesNotMatch"},
+		{"an unknown key", strings.Replace(good, alice[0], "PANDOUNKNOWNKEY", 1), 403, "InvalidAccessKeyId"},
+	} {
+		code, body, _ := e.curl(t, "", "-T", up, c.url)
+		if code != c.want || !strings.Contains(body, "<Code>"+c.code+"</Code>") {
+			t.Errorf("%s: %d %s, want %d %s", c.name, code, body, c.want, c.code)
+		}
+	}
+	sameTree(t, "the share", before, testenv.Tree(t, e.root))
 }

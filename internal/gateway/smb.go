@@ -22,9 +22,11 @@ import (
 // SMB: the gateway runs Debian's Samba (smbd and samba-dcerpcd), with a
 // configuration of its own, over one FUSE mount per SMB user of that
 // user's own vfs (the gateway acting for the user, as for every other
-// protocol). Samba's share of the domain has path MNT/%U/<domain>: a
-// user who signed in reaches only their own mount, and every request
-// there is made at the shares with their rights. Samba acts as root
+// protocol). Samba's share of the domain has path MNT/%U/<domain>, and
+// that of each export (a folder served as a share of its own) path
+// MNT/%U/<global path>: a user who signed in reaches only their own
+// mount, and every request there is made at the shares with their
+// rights. Samba acts as root
 // inside the mount (force user): the mount admits only the uid that
 // mounted it, and pando's rights, not Unix modes, decide. Samba's users
 // exist for Samba alone: the passwd file it sees is the gateway's
@@ -40,6 +42,9 @@ type SMBConfig struct {
 	// Encrypt is Samba's "server smb encrypt": required (the default)
 	// or desired.
 	Encrypt string
+	// Exports are folders served as shares of their own, beside the
+	// domain's share (ParseSMBExports).
+	Exports []SMBExport
 }
 
 // SMB is a running Samba in front of a gateway.
@@ -92,6 +97,9 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 	if nss == "" {
 		return nil, errors.New("the SMB gateway needs nss_wrapper to give Samba its users without host accounts: install it (apt-get install libnss-wrapper)")
 	}
+	if err := checkSMBExports(g.Domain(), cfg.Exports); err != nil {
+		return nil, err
+	}
 	if cfg.Encrypt == "" {
 		cfg.Encrypt = "required"
 	}
@@ -138,7 +146,7 @@ func (g *Gateway) StartSMB(cfg SMBConfig) (*SMB, error) {
 			os.Remove(filepath.Join(dir, "samba/pid", e.Name()))
 		}
 	}
-	if err := os.WriteFile(s.conf(), []byte(smbConf(dir, g.Domain(), ip, port, cfg.Encrypt)), 0o600); err != nil {
+	if err := os.WriteFile(s.conf(), []byte(smbConf(dir, g.Domain(), ip, port, cfg.Encrypt, cfg.Exports)), 0o600); err != nil {
 		return nil, err
 	}
 	if err := s.sync(); err != nil {
@@ -194,6 +202,9 @@ func (s *SMB) Users() []string {
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.mounts))
 }
+
+// Exports are the folders served as shares of their own.
+func (s *SMB) Exports() []SMBExport { return slices.Clone(s.cfg.Exports) }
 
 // Exited is closed when smbd has ended on its own.
 func (s *SMB) Exited() <-chan struct{} { return s.exited }

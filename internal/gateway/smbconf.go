@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // confSafe refuses a directory that Samba's configuration cannot name
@@ -18,10 +23,82 @@ func confSafe(dir string) error {
 	return nil
 }
 
+// SMBExport is a folder of the namespace served as a share of its own:
+// \\gw\Name is the folder Path.
+type SMBExport struct {
+	Name string // the share's name, as clients give it
+	Path string // a global path, /<domain>/...
+}
+
+// smbReserved are the names Samba gives sections of its own meaning.
+var smbReserved = []string{"global", "homes", "printers", "print$", "ipc$"}
+
+// ParseSMBExports reads NAME=PATH exports of the gateway of domain
+// (checkSMBExports).
+func ParseSMBExports(domain string, specs []string) ([]SMBExport, error) {
+	var exs []SMBExport
+	for _, s := range specs {
+		name, p, ok := strings.Cut(s, "=")
+		if !ok || name == "" || p == "" {
+			return nil, fmt.Errorf("export %q: give NAME=PATH, e.g. data=/%s/data", s, domain)
+		}
+		exs = append(exs, SMBExport{Name: name, Path: p})
+	}
+	return exs, checkSMBExports(domain, exs)
+}
+
+// checkSMBExports refuses exports Samba's configuration cannot hold as
+// they are: each name must be a share name Samba and Windows clients take
+// (letters, digits, '-', '_', '.', inner spaces, a '$' at the end for a
+// share not listed; at most 80 characters), none twice in any letters,
+// none of Samba's own sections nor the domain's share; each path a clean
+// global path in domain without a character Samba substitutes or ends a
+// value at.
+func checkSMBExports(domain string, exs []SMBExport) error {
+	seen := map[string]bool{strings.ToLower(domain): true}
+	for _, ex := range exs {
+		s := ex.Name + "=" + ex.Path
+		if err := smbShareName(ex.Name); err != nil {
+			return fmt.Errorf("export %q: %w", s, err)
+		}
+		low := strings.ToLower(ex.Name)
+		if slices.Contains(smbReserved, low) {
+			return fmt.Errorf("export %q: %s is a name Samba keeps for itself; choose another", s, ex.Name)
+		}
+		if seen[low] {
+			return fmt.Errorf("export %q: a share named %s (in any letters) is already served; choose another name", s, ex.Name)
+		}
+		seen[low] = true
+		p := ex.Path
+		if !strings.HasPrefix(p, "/") || path.Clean(p) != p || (p != "/"+domain && !strings.HasPrefix(p, "/"+domain+"/")) ||
+			strings.ContainsFunc(p, unicode.IsControl) || confSafe(p) != nil {
+			return fmt.Errorf("export %q: the path must be a clean global path of domain %s, e.g. /%s/data, without %%, backslashes, quotes or control characters", s, domain, domain)
+		}
+	}
+	return nil
+}
+
+// smbShareName refuses a name that Samba's configuration or a Windows
+// client would not take, or take as something else, as a share's.
+func smbShareName(name string) error {
+	const bad = "a share name is 1 to 80 letters, digits, '-', '_', '.' or inner spaces, with an optional '$' at the end; choose another"
+	base := strings.TrimSuffix(name, "$")
+	if base == "" || utf8.RuneCountInString(name) > 80 || !utf8.ValidString(name) || strings.TrimSpace(base) != base ||
+		strings.HasPrefix(base, ".") {
+		return errors.New(bad)
+	}
+	for _, r := range base {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' && r != '.' && r != ' ' {
+			return errors.New(bad)
+		}
+	}
+	return nil
+}
+
 // smbConf is Samba's configuration: every file Samba keeps is below dir,
-// it listens on ip:port only, and serves one share, the domain, whose
-// path is the mount of the user who signed in.
-func smbConf(dir, domain string, ip net.IP, port, encrypt string) string {
+// it listens on ip:port only, and serves the domain and each export as a
+// share, whose path is in the mount of the user who signed in.
+func smbConf(dir, domain string, ip net.IP, port, encrypt string, exports []SMBExport) string {
 	sd := filepath.Join(dir, "samba")
 	var b strings.Builder
 	w := func(k, v string) { fmt.Fprintf(&b, "\t%s = %s\n", k, v) }
@@ -64,10 +141,14 @@ func smbConf(dir, domain string, ip net.IP, port, encrypt string) string {
 	w("smb2 leases", "no")
 	w("kernel oplocks", "no")
 	w("kernel share modes", "no")
-	// Files are what pando keeps: no DOS attributes in extended
-	// attributes, no NT ACLs made from modes. Rights are pando's.
-	w("store dos attributes", "no")
-	w("ea support", "no")
+	// DOS attributes (hidden, read-only, archive, the creation time)
+	// and a client's extended attributes are kept at the share as user.*
+	// extended attributes (user.DOSATTRIB, user.NAME), which the vfs
+	// carries to the share and every mount sees; without them Samba
+	// makes up attributes from modes and refuses EAs. No NT ACLs made
+	// from modes: rights are pando's.
+	w("store dos attributes", "yes")
+	w("ea support", "yes")
 	w("nt acl support", "no")
 	w("map archive", "no")
 	w("map hidden", "no")
@@ -86,12 +167,23 @@ func smbConf(dir, domain string, ip net.IP, port, encrypt string) string {
 	w("unix extensions", "no")
 	w("wide links", "no")
 	w("allow insecure wide links", "no")
-	fmt.Fprintf(&b, "\n[%s]\n", domain)
-	w("comment", "pando domain "+domain)
+	share(&b, dir, domain, "pando domain "+domain, "/"+domain)
+	for _, ex := range exports {
+		share(&b, dir, ex.Name, "pando "+ex.Path, ex.Path)
+	}
+	return b.String()
+}
+
+// share writes the section of share name, the global path gpath in the
+// mount of the user who signed in.
+func share(b *strings.Builder, dir, name, comment, gpath string) {
+	w := func(k, v string) { fmt.Fprintf(b, "\t%s = %s\n", k, v) }
+	fmt.Fprintf(b, "\n[%s]\n", name)
+	w("comment", comment)
 	// %U is the name the user signed in with, which is the name of
 	// their mount. A user with no mount there reaches nothing: the path
 	// is inside the mount.
-	w("path", filepath.Join(dir, "mnt", "%U", domain))
+	w("path", filepath.Join(dir, "mnt", "%U", gpath))
 	w("force user", "root")
 	w("force group", "root")
 	w("read only", "no")
@@ -99,7 +191,6 @@ func smbConf(dir, domain string, ip net.IP, port, encrypt string) string {
 	w("browseable", "yes")
 	w("create mask", "0644")
 	w("directory mask", "0755")
-	return b.String()
 }
 
 // writeSambaUsers gives Samba its users: the passwd and group files

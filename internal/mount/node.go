@@ -257,7 +257,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	ctx, _ = n.asCaller(ctx)
 	h, a, err := n.v(ctx).Create(ctx, p, flags, mode)
 	if err != nil {
-		return nil, nil, 0, n.m.fail("create", p, err)
+		return nil, nil, 0, notHere(n.m.fail("create", p, err))
 	}
 	ch := n.entry(ctx, p, a, out)
 	cn := ch.Operations().(*node)
@@ -276,9 +276,23 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	a, err := n.v(ctx).Mkdir(ctx, p, mode)
 	if err != nil {
-		return nil, n.m.fail("mkdir", p, err)
+		return nil, notHere(n.m.fail("mkdir", p, err))
 	}
 	return n.entry(ctx, p, a, out), 0
+}
+
+// notHere answers a create or mkdir in a directory that takes none (one
+// of the namespace above every share, which holds mounts, not files)
+// with EPERM, as mkdir(2) has it for a file system that does not make
+// directories there, instead of the vfs's EOPNOTSUPP, which no caller of
+// open(2) or mkdir(2) expects: Samba answers EPERM with
+// NT_STATUS_ACCESS_DENIED, what Windows answers there, and EOPNOTSUPP
+// with NT_STATUS_NOT_SUPPORTED, which clients take as a broken server.
+func notHere(e syscall.Errno) syscall.Errno {
+	if e == syscall.EOPNOTSUPP {
+		return syscall.EPERM
+	}
+	return e
 }
 
 // Unlink removes a file.

@@ -47,21 +47,24 @@ type S3 struct {
 
 	mu      sync.Mutex
 	uploads map[string]*upload
+	done    map[string]completed // uploads completed lately, by id
 }
 
 // Bounds of the S3 front end.
 const (
-	maxObject     = 5 << 30 // a PUT or a part, as S3's
-	maxParts      = 10000
-	maxUploads    = 100 // multipart uploads under way per user
-	maxListWalk   = 100_000
-	maxS3XML      = 1 << 20
-	uploadLife    = 24 * time.Hour
-	s3XMLNS       = "http://s3.amazonaws.com/doc/2006-03-01/"
-	s3MD5Xattr    = "user.s3.md5"
-	s3OwnerXattr  = "user.s3.owner" // who made a bucket over S3
-	emptyMD5      = "d41d8cd98f00b204e9800998ecf8427e"
-	s3MaxKeyBytes = 1024
+	maxObject    = 5 << 30 // a PUT or a part, as S3's
+	maxParts     = 10000
+	maxUploads   = 100 // multipart uploads under way per user
+	maxListWalk  = 100_000
+	maxS3XML     = 1 << 20
+	uploadLife   = 24 * time.Hour
+	s3XMLNS      = "http://s3.amazonaws.com/doc/2006-03-01/"
+	s3MD5Xattr   = "user.s3.md5"
+	s3OwnerXattr = "user.s3.owner" // who made a bucket over S3
+	// A directory made only to hold keys below it (see prune).
+	s3ImplicitXattr = "user.s3.implicit"
+	emptyMD5        = "d41d8cd98f00b204e9800998ecf8427e"
+	s3MaxKeyBytes   = 1024
 )
 
 // S3Options configures the S3 front end.
@@ -98,7 +101,7 @@ func NewS3(users Users, keys S3Keys, o S3Options, c *Counters, log *slog.Logger)
 	}
 	return &S3{users: users, keys: keys, domain: o.Domain, root: root, made: root != "/"+o.Domain,
 		hostSuffix: strings.TrimPrefix(o.HostSuffix, "."), spool: o.Spool,
-		c: c, log: log, now: time.Now, uploads: make(map[string]*upload)}, nil
+		c: c, log: log, now: time.Now, uploads: make(map[string]*upload), done: make(map[string]completed)}, nil
 }
 
 // Serve serves on ln, over TLS with tc unless tc is nil.
@@ -111,6 +114,10 @@ func (s *S3) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if e.Status == http.StatusForbidden {
 		s.c.Refused.Add(1)
+	}
+	if e.Status == http.StatusNotModified {
+		w.WriteHeader(e.Status) // no body
+		return
 	}
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(e.Status)

@@ -44,11 +44,13 @@ const (
 )
 
 // Query parameters every operation takes: x-id is the operation's name,
-// which the AWS SDKs add to each request.
-var s3CommonParams = []string{"x-id"}
+// which the AWS SDKs add to each request; the X-Amz-* of a presigned URL.
+var s3CommonParams = []string{"x-id", "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
+	"X-Amz-Signature", "X-Amz-Security-Token", "X-Amz-Content-Sha256"}
 
 // The query parameters each operation takes, besides the common ones.
 var s3OpParams = map[s3Op][]string{
+	opListBuckets:         {"max-buckets", "continuation-token", "prefix", "bucket-region"},
 	opListVersions:        {"versions", "prefix", "delimiter", "encoding-type", "max-keys", "key-marker", "version-id-marker"},
 	opListObjects:         {"list-type", "prefix", "delimiter", "encoding-type", "max-keys", "marker", "continuation-token", "start-after", "fetch-owner"},
 	opListUploads:         {"uploads", "prefix", "delimiter", "encoding-type", "max-uploads", "key-marker", "upload-id-marker"},

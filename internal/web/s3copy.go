@@ -80,15 +80,16 @@ func (q *s3Req) preconditions(prefix, p string, a wire.Attr) error {
 	} else if t, ok := date("If-Unmodified-Since"); ok && mtime.After(t) {
 		return failed
 	}
+	notModified := failed
+	if prefix == "" && (q.r.Method == http.MethodGet || q.r.Method == http.MethodHead) {
+		notModified = &s3Error{http.StatusNotModified, "NotModified", "not modified"}
+	}
 	if m := h.Get(prefix + "If-None-Match"); m != "" {
 		if etagIn(m, etag) {
-			if prefix == "" && (q.r.Method == http.MethodGet || q.r.Method == http.MethodHead) {
-				return &s3Error{http.StatusNotModified, "NotModified", "not modified"}
-			}
-			return failed
+			return notModified
 		}
 	} else if t, ok := date("If-Modified-Since"); ok && !mtime.After(t) {
-		return failed
+		return notModified
 	}
 	return nil
 }

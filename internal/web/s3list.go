@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"pando.dev/pando/internal/wire"
 )
 
 // s3Item is an object or a common prefix of a listing.
@@ -20,23 +22,51 @@ type s3Item struct {
 	etag   string
 }
 
+// listBuckets answers ListBuckets: the folders below the bucket root,
+// in order, with prefix, max-buckets and continuation-token.
 func (q *s3Req) listBuckets() error {
+	vals := q.r.URL.Query()
+	max := 10000
+	if m := vals.Get("max-buckets"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 || n > 10000 {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "max-buckets must be 1 to 10000")
+		}
+		max = n
+	}
+	after := ""
+	if tok := vals.Get("continuation-token"); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil {
+			return s3Errf(http.StatusBadRequest, "InvalidArgument", "the continuation token is not one this gateway gave")
+		}
+		after = string(b)
+	}
+	prefix := vals.Get("prefix")
 	ents, err := q.v.ReadDir(q.ctx, q.s.root)
 	if err != nil {
 		return err
 	}
+	slices.SortFunc(ents, func(a, b wire.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	type bucket struct{ Name, CreationDate string }
 	var res struct {
-		XMLName xml.Name `xml:"ListAllMyBucketsResult"`
-		NS      string   `xml:"xmlns,attr"`
-		Owner   struct{ ID, DisplayName string }
-		Buckets []bucket `xml:"Buckets>Bucket"`
+		XMLName           xml.Name `xml:"ListAllMyBucketsResult"`
+		NS                string   `xml:"xmlns,attr"`
+		Owner             struct{ ID, DisplayName string }
+		Buckets           []bucket `xml:"Buckets>Bucket"`
+		ContinuationToken string   `xml:",omitempty"`
+		Prefix            string   `xml:",omitempty"`
 	}
-	res.NS, res.Owner.ID, res.Owner.DisplayName = s3XMLNS, q.user, q.user
+	res.NS, res.Owner.ID, res.Owner.DisplayName, res.Prefix = s3XMLNS, q.user, q.user, prefix
 	for _, e := range ents {
-		if e.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR && e.Name != "." && e.Name != ".." {
-			res.Buckets = append(res.Buckets, bucket{e.Name, s3Time(e.Attr.Mtime)})
+		if e.Attr.Mode&syscall.S_IFMT != syscall.S_IFDIR || e.Name == "." || e.Name == ".." || e.Name <= after || !strings.HasPrefix(e.Name, prefix) {
+			continue
 		}
+		if len(res.Buckets) == max {
+			res.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(res.Buckets[max-1].Name))
+			break
+		}
+		res.Buckets = append(res.Buckets, bucket{e.Name, s3Time(e.Attr.Mtime)})
 	}
 	writeXML(q.w, res)
 	return nil
@@ -174,7 +204,7 @@ func (q *s3Req) list(op s3Op, vals url.Values) error {
 		i++
 	}
 	items = items[i:]
-	truncated := len(items) > max
+	truncated := len(items) > max && max > 0
 	if truncated {
 		items = items[:max]
 	}
@@ -213,7 +243,7 @@ func (q *s3Req) list(op s3Op, vals url.Values) error {
 		Marker                *string    `xml:",omitempty"`
 		NextMarker            string     `xml:",omitempty"`
 		KeyCount              *int       `xml:",omitempty"`
-		ContinuationToken     string     `xml:",omitempty"`
+		ContinuationToken     *string    `xml:",omitempty"`
 		NextContinuationToken string     `xml:",omitempty"`
 		StartAfter            string     `xml:",omitempty"`
 		Contents              []s3Object `xml:"Contents"`
@@ -222,7 +252,10 @@ func (q *s3Req) list(op s3Op, vals url.Values) error {
 		IsTruncated: truncated, Contents: objs, CommonPrefixes: cps}
 	if v2 {
 		n := len(items)
-		res.KeyCount, res.ContinuationToken, res.StartAfter = &n, token, esc(vals.Get("start-after"))
+		res.KeyCount, res.StartAfter = &n, esc(vals.Get("start-after"))
+		if vals.Has("continuation-token") {
+			res.ContinuationToken = &token
+		}
 		if last != "" {
 			res.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(last))
 		}

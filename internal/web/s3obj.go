@@ -60,18 +60,22 @@ func (q *s3Req) get() error {
 		q.w.Header().Set("Last-Modified", time.Unix(0, a.Mtime).UTC().Format(http.TimeFormat))
 		return nil
 	}
+	if err := q.preconditions("", p, a); err != nil {
+		return err
+	}
 	if f.back != nil {
 		q.s.c.Direct.Add(1)
 	}
 	q.w.Header().Set("ETag", q.etag(p, a))
 	q.w.Header().Set("Content-Type", "application/octet-stream")
+	w := q.writeMeta(q.meta(p))
 	// GetObject's response-* parameters name headers of the answer.
 	for param, vals := range q.r.URL.Query() {
 		if name, ok := strings.CutPrefix(param, "response-"); ok && len(vals) > 0 {
 			q.w.Header().Set(http.CanonicalHeaderKey(name), vals[0])
 		}
 	}
-	http.ServeContent(q.w, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
+	http.ServeContent(&rangeErrors{ResponseWriter: w, q: q}, q.r, path.Base(p), time.Unix(0, a.Mtime), f.content())
 	return nil
 }
 
@@ -97,14 +101,35 @@ func (q *s3Req) mkdirs(dir string) error {
 		}
 		if _, err := q.v.Mkdir(q.ctx, cur, 0o755); err != nil && Errno(err) != syscall.EEXIST {
 			return err
+		} else if err == nil {
+			// Made only to hold a key: removed with the last key in it.
+			if err := q.v.SetXattr(q.ctx, cur, s3ImplicitXattr, []byte("1"), 0); err != nil {
+				q.s.log.Debug("a directory made for a key could not be marked", "path", cur, "err", err)
+			}
 		}
 	}
 	return nil
 }
 
+// prune removes the directories above key that the gateway made only to
+// hold keys (marked by mkdirs) and that are empty now, as S3 has no
+// directories of its own to leave behind; a directory made by a key
+// ending in /, or through another door, stays.
+func (q *s3Req) prune(key string) {
+	root := q.path("")
+	for dir := path.Dir(q.path(strings.TrimSuffix(key, "/"))); dir != root && strings.HasPrefix(dir, root+"/"); dir = path.Dir(dir) {
+		if b, err := q.v.GetXattr(q.ctx, dir, s3ImplicitXattr); err != nil || string(b) != "1" {
+			return
+		}
+		if err := q.v.Rmdir(q.ctx, dir); err != nil {
+			return // not empty, or not ours to remove
+		}
+	}
+}
+
 // write writes the readers' bytes as the object at p, and answers its
 // ETag (sum) once the share has it.
-func (q *s3Req) write(p, sum string, parts ...io.Reader) error {
+func (q *s3Req) write(p, sum string, meta s3Meta, parts ...io.Reader) error {
 	if err := q.mkdirs(path.Dir(p)); err != nil {
 		return err
 	}
@@ -122,6 +147,9 @@ func (q *s3Req) write(p, sum string, parts ...io.Reader) error {
 	}
 	if err != nil {
 		return err
+	}
+	if err := q.setMeta(p, meta); err != nil {
+		q.s.log.Warn("the metadata of an object could not be kept", "path", p, "err", err)
 	}
 	if sum != "" {
 		q.setMD5(p, sum)
@@ -147,10 +175,18 @@ func (q *s3Req) put() error {
 		if err := q.mkdirs(p); err != nil {
 			return err
 		}
+		// Named by its own key, the directory is no longer only a holder.
+		if err := q.v.RemoveXattr(q.ctx, p, s3ImplicitXattr); err != nil && Errno(err) != syscall.ENODATA {
+			q.s.log.Debug("a directory named by a key could not be unmarked", "path", p, "err", err)
+		}
 		q.w.Header().Set("ETag", `"`+emptyMD5+`"`)
 		return nil
 	}
-	return q.write(p, hex.EncodeToString(sp.md5), sp.f)
+	meta, err := requestMeta(q.r.Header)
+	if err != nil {
+		return err
+	}
+	return q.write(p, hex.EncodeToString(sp.md5), meta, sp.f)
 }
 
 func (q *s3Req) copy() error {
@@ -159,11 +195,36 @@ func (q *s3Req) copy() error {
 		return err
 	}
 	defer f.Close()
-	if bucket == q.bucket && key == q.key {
-		if q.r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE" {
-			return s3Errf(http.StatusNotImplemented, "NotImplemented", "object metadata is not kept, so a copy of an object onto itself changes nothing; nothing was done")
+	replace := q.r.Header.Get("X-Amz-Metadata-Directive") == "REPLACE"
+	meta := q.meta(path.Join(q.s.root, bucket, key))
+	if replace {
+		if meta, err = requestMeta(q.r.Header); err != nil {
+			return err
 		}
-		return s3Errf(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+	}
+	if bucket == q.bucket && key == q.key {
+		if !replace {
+			return s3Errf(http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+		}
+		// Onto itself with REPLACE: the metadata alone changes.
+		if err := q.putPreconditions(q.path(q.key)); err != nil {
+			return err
+		}
+		p := q.path(q.key)
+		if err := q.setMeta(p, meta); err != nil {
+			return err
+		}
+		a, err := q.v.GetAttr(q.ctx, p)
+		if err != nil {
+			return err
+		}
+		writeXML(q.w, struct {
+			XMLName      xml.Name `xml:"CopyObjectResult"`
+			NS           string   `xml:"xmlns,attr"`
+			LastModified string
+			ETag         string
+		}{NS: s3XMLNS, LastModified: s3Time(a.Mtime), ETag: q.etag(p, a)})
+		return nil
 	}
 	if err := q.putPreconditions(q.path(q.key)); err != nil {
 		return err
@@ -187,7 +248,7 @@ func (q *s3Req) copy() error {
 	if err != nil {
 		return err
 	}
-	if err := q.write(q.path(q.key), "", tmp); err != nil {
+	if err := q.write(q.path(q.key), "", meta, tmp); err != nil {
 		return err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -213,9 +274,14 @@ func (q *s3Req) remove(key string) error {
 	case err != nil:
 		return err
 	case a.Mode&syscall.S_IFMT == syscall.S_IFDIR:
-		return q.v.Rmdir(q.ctx, p)
+		err = q.v.Rmdir(q.ctx, p)
+	default:
+		err = q.v.Unlink(q.ctx, p)
 	}
-	return q.v.Unlink(q.ctx, p)
+	if err == nil {
+		q.prune(key)
+	}
+	return err
 }
 
 func (q *s3Req) delete() error {
@@ -284,6 +350,7 @@ func (q *s3Req) deleteObjects() error {
 // upload is a multipart upload under way: its parts wait in the spool.
 type upload struct {
 	user, bucket, key, dir string
+	meta                   s3Meta         // given at its start, kept with the object
 	parts                  map[int][]byte // part number -> MD5
 	started                time.Time
 }
@@ -307,7 +374,12 @@ func (q *s3Req) initiate() error {
 		s.mu.Unlock()
 		return s3Errf(http.StatusServiceUnavailable, "SlowDown", "%s has %d multipart uploads under way, the limit; complete or abort some", q.user, n)
 	}
-	u := &upload{user: q.user, bucket: q.bucket, key: q.key, dir: filepath.Join(s.spool, id), parts: map[int][]byte{}, started: time.Now()}
+	meta, err := requestMeta(q.r.Header)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	u := &upload{user: q.user, bucket: q.bucket, key: q.key, dir: filepath.Join(s.spool, id), meta: meta, parts: map[int][]byte{}, started: time.Now()}
 	s.uploads[id] = u
 	s.mu.Unlock()
 	if err := os.Mkdir(u.dir, 0o700); err != nil {
@@ -328,7 +400,12 @@ func (q *s3Req) uploadOp(op s3Op, vals url.Values) error {
 	s := q.s
 	s.mu.Lock()
 	u := s.uploads[id]
+	d, done := s.done[id]
 	s.mu.Unlock()
+	if u == nil && done && op == opCompleteUpload && d.user == q.user && d.bucket == q.bucket && d.key == q.key && time.Since(d.at) <= completedLife {
+		q.completed(d.etag)
+		return nil
+	}
 	if u == nil || u.user != q.user || u.bucket != q.bucket || u.key != q.key {
 		return s3Errf(http.StatusNotFound, "NoSuchUpload", "no upload %.40q of this key is under way", id)
 	}
@@ -435,21 +512,43 @@ func (q *s3Req) complete(id string, u *upload) error {
 		return bad
 	}
 	sum := fmt.Sprintf("%s-%d", hex.EncodeToString(all.Sum(nil)), len(req.Parts))
-	if err := q.write(q.path(q.key), sum, readers...); err != nil {
+	if err := q.write(q.path(q.key), sum, u.meta, readers...); err != nil {
 		return err
 	}
 	q.s.mu.Lock()
 	delete(q.s.uploads, id)
+	for did, d := range q.s.done {
+		if time.Since(d.at) > completedLife {
+			delete(q.s.done, did)
+		}
+	}
+	q.s.done[id] = completed{user: u.user, bucket: u.bucket, key: u.key, etag: `"` + sum + `"`, at: time.Now()}
 	q.s.mu.Unlock()
 	os.RemoveAll(u.dir)
-	writeXML(q.w, struct {
-		XMLName xml.Name `xml:"CompleteMultipartUploadResult"`
-		NS      string   `xml:"xmlns,attr"`
-		Bucket  string
-		Key     string
-		ETag    string
-	}{NS: s3XMLNS, Bucket: q.bucket, Key: q.key, ETag: `"` + sum + `"`})
+	q.completed(`"` + sum + `"`)
 	return nil
+}
+
+// completed is an upload completed lately: completing it again answers
+// the same, as S3 does (a client that lost the first answer retries).
+type completed struct {
+	user, bucket, key, etag string
+	at                      time.Time
+}
+
+// completedLife is how long a completed upload is remembered.
+const completedLife = 10 * time.Minute
+
+// completed answers CompleteMultipartUpload with the object's ETag.
+func (q *s3Req) completed(etag string) {
+	writeXML(q.w, struct {
+		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+		NS       string   `xml:"xmlns,attr"`
+		Location string
+		Bucket   string
+		Key      string
+		ETag     string
+	}{NS: s3XMLNS, Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: etag})
 }
 
 // chunkedReader decodes an aws-chunked body without chunk signatures
@@ -514,4 +613,29 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// rangeErrors answers a range net/http's ServeContent cannot serve with
+// S3's InvalidRange error instead of its text.
+type rangeErrors struct {
+	http.ResponseWriter
+	q       *s3Req
+	swallow bool
+}
+
+func (r *rangeErrors) WriteHeader(code int) {
+	if code == http.StatusRequestedRangeNotSatisfiable {
+		r.swallow = true
+		r.Header().Del("Content-Length")
+		r.q.s.fail(r.ResponseWriter, r.q.r, s3Errf(code, "InvalidRange", "the requested range is not satisfiable"))
+		return
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *rangeErrors) Write(b []byte) (int, error) {
+	if r.swallow {
+		return len(b), nil
+	}
+	return r.ResponseWriter.Write(b)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,6 +31,10 @@ const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785
 // maxSkew is how far a request's time may be from the gateway's.
 const maxSkew = 15 * time.Minute
 
+// maxPresigned is the longest a presigned URL may be good for, as S3's
+// seven days.
+const maxPresigned = 7 * 24 * 3600
+
 // S3Keys finds the user and secret of an access key.
 type S3Keys interface {
 	Secret(accessKey string) (user, secret string, ok bool)
@@ -48,46 +53,68 @@ func s3Errf(status int, code, format string, args ...any) *s3Error {
 	return &s3Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// sigv4 checks r's signature; it returns the user the key is for and the
+// sigv4 checks r's signature, in its Authorization header or in its
+// query (a presigned URL); it returns the user the key is for and the
 // payload hash the client signed.
 func sigv4(r *http.Request, keys S3Keys, now time.Time) (user, payload string, err error) {
 	authz := r.Header.Get("Authorization")
-	if authz == "" {
-		if r.URL.Query().Get("X-Amz-Signature") != "" {
-			return "", "", s3Errf(http.StatusNotImplemented, "NotImplemented", "presigned URLs are not served; sign requests in the Authorization header")
+	var cred, signed, sig, amzDate string
+	query := r.URL.Query()
+	presigned := authz == "" && query.Has("X-Amz-Signature")
+	switch {
+	case presigned:
+		if query.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" {
+			return "", "", s3Errf(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Algorithm must be AWS4-HMAC-SHA256")
 		}
+		cred, signed, sig, amzDate = query.Get("X-Amz-Credential"), query.Get("X-Amz-SignedHeaders"), query.Get("X-Amz-Signature"), query.Get("X-Amz-Date")
+		query.Del("X-Amz-Signature") // signed is all the rest
+	case authz == "":
 		return "", "", s3Errf(http.StatusForbidden, "AccessDenied", "the request is not signed; sign it with an access key of this gateway (pando serve s3-key)")
-	}
-	alg, rest, _ := strings.Cut(authz, " ")
-	if alg != "AWS4-HMAC-SHA256" {
-		return "", "", s3Errf(http.StatusBadRequest, "InvalidRequest", "only AWS4-HMAC-SHA256 signatures are taken, not %.40q", alg)
-	}
-	var cred, signed, sig string
-	for _, part := range strings.Split(rest, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "Credential":
-			cred = v
-		case "SignedHeaders":
-			signed = v
-		case "Signature":
-			sig = v
+	default:
+		alg, rest, _ := strings.Cut(authz, " ")
+		if alg != "AWS4-HMAC-SHA256" {
+			return "", "", s3Errf(http.StatusBadRequest, "InvalidRequest", "only AWS4-HMAC-SHA256 signatures are taken, not %.40q", alg)
 		}
+		for _, part := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			switch k {
+			case "Credential":
+				cred = v
+			case "SignedHeaders":
+				signed = v
+			case "Signature":
+				sig = v
+			}
+		}
+		amzDate = r.Header.Get("X-Amz-Date")
 	}
 	scope := strings.Split(cred, "/")
 	if len(scope) != 5 || scope[3] != "s3" || scope[4] != "aws4_request" || signed == "" || len(sig) != 64 {
+		if presigned {
+			return "", "", s3Errf(http.StatusBadRequest, "AuthorizationQueryParametersError", "the query's X-Amz-Credential, X-Amz-SignedHeaders or X-Amz-Signature is malformed")
+		}
 		return "", "", s3Errf(http.StatusBadRequest, "AuthorizationHeaderMalformed", "the Authorization header is malformed")
 	}
 	user, secret, ok := keys.Secret(scope[0])
 	if !ok {
 		return "", "", s3Errf(http.StatusForbidden, "InvalidAccessKeyId", "the access key %.40q is not known to this gateway", scope[0])
 	}
-	amzDate := r.Header.Get("X-Amz-Date")
 	t, terr := time.Parse("20060102T150405Z", amzDate)
 	if terr != nil {
 		return "", "", s3Errf(http.StatusForbidden, "AccessDenied", "the request has no valid X-Amz-Date")
 	}
-	if d := now.Sub(t); d > maxSkew || d < -maxSkew {
+	if presigned {
+		exp, err := strconv.Atoi(query.Get("X-Amz-Expires"))
+		if err != nil || exp < 1 || exp > maxPresigned {
+			return "", "", s3Errf(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Expires must be 1 to %d seconds", maxPresigned)
+		}
+		if now.Before(t.Add(-maxSkew)) {
+			return "", "", s3Errf(http.StatusForbidden, "AccessDenied", "the URL is signed for %s, in the future", t.Format(time.RFC3339))
+		}
+		if now.After(t.Add(time.Duration(exp) * time.Second)) {
+			return "", "", s3Errf(http.StatusForbidden, "AccessDenied", "Request has expired: the URL was good until %s", t.Add(time.Duration(exp)*time.Second).Format(time.RFC3339))
+		}
+	} else if d := now.Sub(t); d > maxSkew || d < -maxSkew {
 		return "", "", s3Errf(http.StatusForbidden, "RequestTimeTooSkewed", "the request was signed at %s, more than %s from the gateway's time", t.Format(time.RFC3339), maxSkew)
 	}
 	if scope[1] != amzDate[:8] {
@@ -98,6 +125,9 @@ func sigv4(r *http.Request, keys S3Keys, now time.Time) (user, payload string, e
 		return "", "", s3Errf(http.StatusForbidden, "SignatureDoesNotMatch", "the signed headers must include host, in order")
 	}
 	payload = r.Header.Get("X-Amz-Content-Sha256")
+	if presigned && payload == "" {
+		payload = "UNSIGNED-PAYLOAD" // the body is not signed in a URL
+	}
 	if payload == "" {
 		// Some clients (curl --aws-sigv4) sign without it: for a request
 		// without a body, the hash is the empty string's.
@@ -119,7 +149,7 @@ func sigv4(r *http.Request, keys S3Keys, now time.Time) (user, payload string, e
 		paths = append(paths, raw)
 	}
 	var rest2 strings.Builder
-	rest2.WriteString(canonicalQuery(r.URL.Query()) + "\n")
+	rest2.WriteString(canonicalQuery(query) + "\n")
 	for _, h := range headers {
 		var v string
 		if h == "host" {
