@@ -147,7 +147,11 @@ func (a *Agent) Mount() *mount.Mount { return a.m }
 // FS is the agent's file system.
 func (a *Agent) FS() *vfs.FS { return a.v }
 
-// Cache is the agent's block cache, the one its file system holds.
+// Client is the client the agent opened for its file system (RPC counts,
+// calls to the domain besides the file system).
+func (a *Agent) Client() *client.Client { return a.cl }
+
+// Cache is the agent's block cache.
 func (a *Agent) Cache() *cache.Cache { return a.cache }
 
 // Wait blocks until the mount is gone.

@@ -45,14 +45,7 @@ type HealthEvent struct {
 }
 
 // ShareHealth is what the client knows of a share's reachability.
-type ShareHealth struct {
-	Share   string        `json:"share"`
-	Up      bool          `json:"up"`
-	Since   time.Time     `json:"since"` // when the share went down, or came (back) up
-	LastErr string        `json:"last_error,omitempty"`
-	Outages uint64        `json:"outages"`
-	RTT     time.Duration `json:"rtt_ns"` // smoothed round trip of pings
-}
+type ShareHealth = wire.ShareHealth
 
 // shareHealth is one share's state; its fields are guarded by mu.
 type shareHealth struct {

@@ -223,6 +223,16 @@ func (g *Gateway) Serve(ln net.Listener, cert *tls.Certificate, authn *Authentic
 // Acquire returns user's file system, made at first use; release it with
 // Release when the request is done.
 func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
+	u, err := g.acquire(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	return u.FS, nil
+}
+
+// acquire is Acquire, with the client and cache the gateway opened for
+// user beside the vfs over them.
+func (g *Gateway) acquire(ctx context.Context, user string) (*userFS, error) {
 	if err := auth.ValidName(user); err != nil {
 		return nil, fmt.Errorf("user name: %w", err)
 	}
@@ -241,7 +251,7 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 	if u := g.users[user]; u != nil {
 		u.refs++
 		u.used = time.Now()
-		return u.FS, nil
+		return u, nil
 	}
 	g.evictLocked()
 	copts := g.cfg.Cache
@@ -257,7 +267,7 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 	}
 	u := &userFS{Private: p, cache: ch, used: time.Now(), refs: 1}
 	g.users[user] = u
-	return u.FS, nil
+	return u, nil
 }
 
 // Release ends a request's use of user's file system.
@@ -298,24 +308,24 @@ func (g *Gateway) evictLocked() {
 // ACL returns the ACLs that apply on p, with user's rights there, as the
 // controller tells the gateway in user's name.
 func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error) {
-	v, err := g.Acquire(ctx, user)
+	u, err := g.acquire(ctx, user)
 	if err != nil {
 		return wire.ACLResp{}, err
 	}
 	defer g.Release(user)
-	return v.Client().Admin().ACLGet(ctx, p)
+	return u.Client().Admin().ACLGet(ctx, p)
 }
 
 // Status is what the web page's status shows to user: the gateway's
 // figures, the domain's shares, and their health as user's vfs sees it.
 func (g *Gateway) Status(ctx context.Context, user string) (web.PageStatus, error) {
-	v, err := g.Acquire(ctx, user)
+	u, err := g.acquire(ctx, user)
 	if err != nil {
 		return web.PageStatus{}, err
 	}
 	defer g.Release(user)
 	st := g.Stats()
-	out := web.PageStatus{Gateway: g.id.String(), RPCs: st.RPCs, Health: v.Shares()}
+	out := web.PageStatus{Gateway: g.id.String(), RPCs: st.RPCs, Health: u.Shares()}
 	out.Figures = [][2]string{
 		{"users served", fmt.Sprint(st.Users)},
 		{"requests", fmt.Sprint(st.Requests)},
@@ -329,7 +339,7 @@ func (g *Gateway) Status(ctx context.Context, user string) (web.PageStatus, erro
 		{"files cached", fmt.Sprint(st.Cache.Files)},
 		{"opens read from the cache file", fmt.Sprint(st.Direct)},
 	}
-	out.Shares, err = v.Client().Admin().ShareList(ctx)
+	out.Shares, err = u.Client().Admin().ShareList(ctx)
 	return out, err
 }
 

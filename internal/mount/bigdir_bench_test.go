@@ -39,7 +39,7 @@ func BenchmarkBigDir(b *testing.B) {
 				b.StopTimer()
 				a := startAgent(b, d, vfs.Options{}, cache.Options{})
 				p := filepath.Join(a.Mount().Dir(), "bench", "data", "big")
-				c0 := a.FS().Client().Counts()
+				c0 := a.Client().Counts()
 				b.StartTimer()
 				out, err := exec.Command("ls", flag, p).Output()
 				if err != nil {
@@ -49,7 +49,7 @@ func BenchmarkBigDir(b *testing.B) {
 				if got := strings.Count(string(out), "\n"); got < n {
 					b.Fatalf("listed %d of %d", got, n)
 				}
-				c := a.FS().Client().Counts()
+				c := a.Client().Counts()
 				b.ReportMetric(float64(c["readdir"]-c0["readdir"]), "readdirs")
 				b.ReportMetric(float64(c["getattr"]-c0["getattr"]), "getattrs")
 				runtime.GC()

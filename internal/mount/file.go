@@ -16,7 +16,7 @@ import (
 
 // file is an open file.
 type file struct {
-	h       *vfs.Handle
+	h       *vfs.File
 	m       *Mount
 	n       *node
 	pt      bool   // opened in passthrough mode
@@ -113,7 +113,7 @@ func (f *file) dropBehind(off, n int64) {
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	ctx, done := detach(ctx)
 	defer done()
-	n, err := f.h.Write(ctx, data, off)
+	n, err := f.h.WriteAt(ctx, data, off)
 	if err != nil {
 		return uint32(n), f.m.fail("write", f.h.Path(), err)
 	}
@@ -149,7 +149,7 @@ func (f *file) Release(ctx context.Context) syscall.Errno {
 	}
 	ctx, done := detach(ctx)
 	defer done()
-	err := f.h.Release(context.WithoutCancel(ctx))
+	err := f.h.Close(context.WithoutCancel(ctx))
 	f.n.closed(f)
 	f.m.untrack(f)
 	return f.m.fail("release", f.h.Path(), err)
@@ -163,7 +163,7 @@ func (m *Mount) openAttr(ctx context.Context, p string, a wire.Attr) wire.Attr {
 	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return a
 	}
-	var h *vfs.Handle
+	var h *vfs.File
 	m.mu.Lock()
 	for f := range m.files {
 		if f.h.Path() == p && f.h.Dirty() {

@@ -141,7 +141,7 @@ func Start(v *vfs.FS, dir string, opts Options) (*Mount, error) {
 	if opts.IDMap != nil {
 		ids = *opts.IDMap
 	}
-	ids.Principal, ids.Self, ids.SelfGroup = v.Client().Principal(), me, uint32(os.Getegid())
+	ids.Principal, ids.Self, ids.SelfGroup = v.Principal(), me, uint32(os.Getegid())
 	m.ids.Store(&ids)
 	m.logins.on, m.logins.base = opts.Logins, ids.Users
 	root := &node{m: m}
@@ -292,7 +292,7 @@ func (m *Mount) track(f *file) *file {
 // flushOpen sends what the open files of n hold unsent.
 func (m *Mount) flushOpen(ctx context.Context, n *node) error {
 	m.mu.Lock()
-	var dirty []*vfs.Handle
+	var dirty []*vfs.File
 	for f := range m.files {
 		if f.n == n && f.h.Dirty() {
 			dirty = append(dirty, f.h)
@@ -318,11 +318,11 @@ func (m *Mount) ino(ctx context.Context, p string, a wire.Attr) uint64 {
 	if a.Ino == 0 {
 		return synthIno(p)
 	}
-	loc, err := m.v.Client().Locate(ctx, p)
-	if err != nil || loc.Share == "" {
+	share, err := m.v.ShareOf(ctx, p)
+	if err != nil || share == "" {
 		return synthIno(p)
 	}
-	return inoOf(loc.Share, a.Ino)
+	return inoOf(share, a.Ino)
 }
 
 // fail logs unexpected errors and returns the errno for the kernel.

@@ -228,7 +228,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	ctx, done := detach(ctx)
 	defer done()
 	p := n.gpath()
-	h, err := n.v(ctx).Open(ctx, p, flags)
+	h, err := n.v(ctx).OpenFile(ctx, p, flags, 0)
 	if err != nil {
 		return nil, 0, n.m.fail("open", p, err)
 	}
@@ -255,11 +255,11 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	defer done()
 	p := path.Join(n.gpath(), name)
 	ctx, _ = n.asCaller(ctx)
-	h, a, err := n.v(ctx).Create(ctx, p, flags, mode)
+	h, err := n.v(ctx).OpenFile(ctx, p, flags|syscall.O_CREAT, mode)
 	if err != nil {
 		return nil, nil, 0, notHere(n.m.fail("create", p, err))
 	}
-	ch := n.entry(ctx, p, a, out)
+	ch := n.entry(ctx, p, h.Attr(), out)
 	cn := ch.Operations().(*node)
 	fh, ff := cn.open(h, flags, 0, 0)
 	return ch, fh, ff, 0

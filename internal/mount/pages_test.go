@@ -120,12 +120,12 @@ func TestPagedDirectoryThroughTheMount(t *testing.T) {
 	if got := mount.Children(a.Mount(), "/bench/data/big"); got != n {
 		t.Errorf("the mount holds %d inodes of the directory after a stat and a listing; want %d", got, n)
 	}
-	before := a.FS().Client().Counts()["readdir"]
+	before := a.Client().Counts()["readdir"]
 	ents, err := os.ReadDir(p)
 	if err != nil || len(ents) != n {
 		t.Fatalf("listed again: %d entries, %v", len(ents), err)
 	}
-	if got := a.FS().Client().Counts()["readdir"] - before; got < 2 {
+	if got := a.Client().Counts()["readdir"] - before; got < 2 {
 		t.Errorf("listed again with %d readdir requests: a listing of %d entries was kept under a bound of 400", got, n)
 	}
 }

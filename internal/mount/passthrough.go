@@ -124,7 +124,7 @@ func (f *ptFile) PassthroughFd() (int, bool) {
 // open decides an open's mode and returns its handle and open flags; pid
 // is the opening thread as the kernel names it (the process, for a
 // single-threaded program; 0 if unknown).
-func (n *node) open(h *vfs.Handle, flags uint32, ff uint32, pid uint32) (any, uint32) {
+func (n *node) open(h *vfs.File, flags uint32, ff uint32, pid uint32) (any, uint32) {
 	f := &file{h: h, m: n.m, n: n, pid: pid}
 	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY && !n.m.noPassthrough
 	var bf *os.File

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,21 +35,15 @@ type openFiles struct {
 	m  map[string]*openFile // by global path
 }
 
+// openFile is a vfs file kept open between requests. Read-only ones are
+// read straight from the cache's data file when the cache holds them
+// whole, or once a READ reached the end (see vfs.File).
 type openFile struct {
-	h     *vfs.Handle
-	v     *vfs.FS
+	h     *vfs.File
 	write bool
 	refs  int
 	used  time.Time
 	gone  bool // out of the table: released when refs reach 0
-	// back is the cache's data file when the cache held the whole file
-	// at open (read-only handles): READs go straight to it, as the
-	// mount's passthrough reads and the HTTP gateway's do.
-	back atomic.Pointer[os.File]
-	// toEnd: a READ reached the end through the vfs; once the cache
-	// holds it whole, its blocks go to the data file (at the next use of
-	// the handle, or at its close), and READs go there from then on.
-	toEnd, backed atomic.Bool
 }
 
 func newOpenFiles(e *exportFS) *openFiles {
@@ -75,11 +68,7 @@ func (t *openFiles) get(ctx context.Context, v *vfs.FS, g string, flag int, perm
 		}
 		_, oa := of.h.Opened()
 		if a, err := v.GetAttr(ctx, g); err == nil && a.Ino == oa.Ino && a.Version == oa.Version {
-			if of.back.Load() == nil && of.toEnd.Load() && of.backed.CompareAndSwap(false, true) && of.h.Whole(true) {
-				if b, _, ok := of.h.Backing(-1); ok {
-					of.back.Store(b)
-				}
-			}
+			of.h.Reused()
 			return of, nil
 		}
 		t.put(of)
@@ -89,21 +78,21 @@ func (t *openFiles) get(ctx context.Context, v *vfs.FS, g string, flag int, perm
 	if _, err := t.e.srv.users.Acquire(ctx, t.e.user); err != nil {
 		return nil, err
 	}
-	var h *vfs.Handle
+	var h *vfs.File
 	var err error
 	if flag&os.O_CREATE != 0 {
-		h, _, err = v.Create(ctx, g, syscall.O_RDWR|syscall.O_CREAT, perm)
+		h, err = v.OpenFile(ctx, g, syscall.O_RDWR|syscall.O_CREAT, perm)
 	} else {
 		fl := uint32(syscall.O_RDONLY)
 		if write {
 			fl = syscall.O_RDWR
 		}
-		h, err = v.Open(ctx, g, fl)
+		h, err = v.OpenFile(ctx, g, fl, 0)
 		if err == nil && write {
 			// The share's refusal, if any, is the WRITE's answer (ACCES);
 			// a WRITE answered first could not take it back.
 			if err = h.Writable(ctx); err != nil {
-				h.Release(ctx)
+				h.Close(ctx)
 			}
 		}
 	}
@@ -111,11 +100,9 @@ func (t *openFiles) get(ctx context.Context, v *vfs.FS, g string, flag int, perm
 		t.e.srv.users.Release(t.e.user)
 		return nil, err
 	}
-	of := &openFile{h: h, v: v, write: write || flag&os.O_CREATE != 0, refs: 1, used: time.Now()}
+	of := &openFile{h: h, write: write || flag&os.O_CREATE != 0, refs: 1, used: time.Now()}
 	if !of.write {
-		if b, _, ok := h.Backing(-1); ok {
-			of.back.Store(b)
-		}
+		h.ReadDirect()
 	}
 	t.mu.Lock()
 	if old := t.m[g]; old != nil {
@@ -149,13 +136,7 @@ func (t *openFiles) put(of *openFile) {
 func (t *openFiles) close(of *openFile) error {
 	ctx, cancel := context.WithTimeout(context.Background(), reqTimeout)
 	defer cancel()
-	if b := of.back.Load(); b != nil {
-		b.Close()
-		of.h.Unback()
-	} else if of.toEnd.Load() {
-		of.h.Whole(true)
-	}
-	err := of.h.Release(ctx)
+	err := of.h.Close(ctx)
 	t.e.srv.users.Release(t.e.user)
 	if err != nil {
 		t.e.srv.log.Warn("nfs: data written could not be sent to its share", "export", t.e.name, "path", of.h.Path(), "err", err)
@@ -250,33 +231,12 @@ func (f *file) Name() string { return f.name }
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	ctx, cancel := f.e.ctx()
 	defer cancel()
-	if b := f.of.back.Load(); b != nil {
-		n, err := b.ReadAt(p, off)
-		f.e.srv.c.BytesRead.Add(int64(n))
-		if err != nil && err != io.EOF {
-			err = f.e.srv.pathErr("read", f.of.h.Path(), err)
-		}
-		return n, err
-	}
-	n := 0
-	for n < len(p) {
-		m, err := f.of.h.Read(ctx, p[n:], off+int64(n))
-		n += m
-		if err != nil {
-			if err == io.EOF {
-				return n, io.EOF
-			}
-			return n, f.e.srv.pathErr("read", f.of.h.Path(), err)
-		}
-		if m == 0 {
-			return n, io.EOF
-		}
-	}
+	n, err := f.of.h.ReadAt(ctx, p, off)
 	f.e.srv.c.BytesRead.Add(int64(n))
-	if _, a := f.of.h.Opened(); off+int64(n) >= a.Size {
-		f.of.toEnd.Store(true)
+	if err != nil && err != io.EOF {
+		err = f.e.srv.pathErr("read", f.of.h.Path(), err)
 	}
-	return n, nil
+	return n, err
 }
 
 func (f *file) Read(p []byte) (int, error) {
@@ -288,7 +248,7 @@ func (f *file) Read(p []byte) (int, error) {
 func (f *file) Write(p []byte) (int, error) {
 	ctx, cancel := f.e.ctx()
 	defer cancel()
-	n, err := f.of.h.Write(ctx, p, f.off)
+	n, err := f.of.h.WriteAt(ctx, p, f.off)
 	f.off += int64(n)
 	f.e.srv.c.BytesWritten.Add(int64(n))
 	if err != nil {
@@ -298,18 +258,9 @@ func (f *file) Write(p []byte) (int, error) {
 }
 
 func (f *file) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		off += f.off
-	default:
-		return f.off, syscall.EINVAL
-	}
-	if off < 0 {
-		return f.off, syscall.EINVAL
-	}
-	f.off = off
-	return off, nil
+	to, err := vfs.Offset(f.off, f.of.h.Attr().Size, off, whence)
+	f.off = to
+	return to, err
 }
 
 // Close ends the request's use; the handle stays open (see openFiles).

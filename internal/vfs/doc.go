@@ -5,6 +5,11 @@
 // blockcache.Cache, which its caller opens. It does not import FUSE; edges
 // (the FUSE mount, the HTTP, WebDAV, S3 and NFS gateways) translate its errors,
 // which are *wire.Error values or syscall errnos, at their boundary.
+// Every edge holds an open file as a File (file.go): reads and writes at
+// an offset or a cursor, and the one rule for reading straight from the
+// cache's data file. What edges ask of the namespace beside files comes
+// in the vfs's or wire's types, never the client's or the cache's
+// (internal/layers checks it).
 //
 // Whether what is cached may be used, how long the kernel may keep it and
 // what a change does are decided by the path's consistency rule

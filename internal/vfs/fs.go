@@ -181,12 +181,6 @@ func New(c *client.Client, ch blockcache.Cache, opts Options) *FS {
 	return v
 }
 
-// Client is the client the file system uses.
-func (v *FS) Client() *client.Client { return v.c }
-
-// Cache is the block cache.
-func (v *FS) Cache() blockcache.Cache { return v.cache }
-
 // Options returns the options in force.
 func (v *FS) Options() Options { return v.opts }
 
@@ -449,7 +443,9 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 
 // Creator is who a new entry belongs to (see client.Creator); the mount
 // names it for each request it makes on a local user's behalf.
-type Creator = client.Creator
+type Creator struct{ Owner, Group string }
 
 // WithCreator returns ctx carrying the creator of what a request makes.
-func WithCreator(ctx context.Context, c Creator) context.Context { return client.WithCreator(ctx, c) }
+func WithCreator(ctx context.Context, c Creator) context.Context {
+	return client.WithCreator(ctx, client.Creator(c))
+}

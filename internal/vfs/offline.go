@@ -178,7 +178,7 @@ func (v *FS) checkWritable(ctx context.Context, p, key string) error {
 
 // ShareState is a share's reachability as `pando stats` shows it.
 type ShareState struct {
-	client.ShareHealth
+	wire.ShareHealth
 	// Serving says what the mount does with cached data while the share
 	// is down: "stale" (served read-only) or "fail".
 	Serving string `json:"serving,omitempty"`

@@ -48,6 +48,11 @@ func OpenPrivate(cfg *config.Config, copts client.Options, ch blockcache.Cache, 
 	return p, nil
 }
 
+// Client is the private client: for what a runner asks the domain in
+// the person's name besides the file system (who they are, ACLs, the
+// list of shares, RPC counts).
+func (p *Private) Client() *client.Client { return p.cl }
+
 // Close sends what write delegations keep back and closes the vfs, its
 // cache and its client.
 func (p *Private) Close() {

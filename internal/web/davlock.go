@@ -29,7 +29,7 @@ type gridLocks struct {
 }
 
 type gridLock struct {
-	h       *vfs.Handle
+	h       *vfs.File
 	expires time.Time
 }
 
@@ -63,7 +63,7 @@ func (g *gridLocks) expire() {
 func (l *gridLock) release() {
 	ctx := context.Background()
 	l.h.Lock(ctx, vfs.LockRange{Type: wire.LockUnlock}, false, nil, true)
-	l.h.Release(ctx)
+	l.h.Close(ctx)
 }
 
 // close releases every lock at the shares.
@@ -116,10 +116,10 @@ func (l davLS) Create(now time.Time, details webdav.LockDetails) (string, error)
 		kind = wire.LockRead // several at once; none beside a write lock
 	}
 	// Shared or not, a WebDAV lock is a write lock: it needs the right.
-	h, err := l.fs.v.Open(ctx, p, syscall.O_RDWR)
+	h, err := l.fs.v.OpenFile(ctx, p, syscall.O_RDWR, 0)
 	if err == nil {
 		if err = h.Lock(ctx, vfs.LockRange{Type: kind}, false, nil, true); err != nil {
-			h.Release(ctx)
+			h.Close(ctx)
 		}
 	}
 	if err != nil {

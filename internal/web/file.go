@@ -2,10 +2,8 @@ package web
 
 import (
 	"context"
-	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"syscall"
 	"time"
@@ -69,37 +67,30 @@ func hexNum(n uint64) string {
 	return string(b[i:])
 }
 
-// File is an open file or directory of a user's vfs, read and written at
-// an offset as the net/http and webdav packages want.
+// File is an open file or directory of a user's vfs, as the net/http and
+// webdav packages want it: a thin adapter over the vfs's File, which
+// decides where reads come from (see vfs.File).
 type File struct {
-	v *vfs.FS
-	p string
-	a wire.Attr
-	h *vfs.Handle // nil for a directory
-	// back is the cache's data file, when the cache held the whole file
-	// at open (read-only opens; its blocks held only in memory are written
-	// to it first, once): reads go straight to it, as the mount's
-	// passthrough reads do.
-	back *os.File
-	off  int64
-	ctx  context.Context
+	v   *vfs.FS
+	p   string
+	a   wire.Attr // a directory's attributes
+	vf  *vfs.File // nil for a directory
+	off int64     // a directory's place in its listing
+	ctx context.Context
+	// list is a directory's listing, read at the first Readdir
 	list []fs.FileInfo
 	dav  *davFS // the WebDAV request it was opened for, if any
-	// rbuf holds rlen bytes of the file from roff (read-only opens).
-	rbuf []byte
-	roff int64
-	rlen int
 }
 
 // OpenFile opens the global path p of v.
 func OpenFile(ctx context.Context, v *vfs.FS, p string, flag int, perm uint32) (*File, error) {
 	ctx = context.WithoutCancel(ctx)
 	if flag&(syscall.O_CREAT) != 0 {
-		h, a, err := v.Create(ctx, p, uint32(flag), perm)
+		vf, err := v.OpenFile(ctx, p, uint32(flag), perm)
 		if err != nil {
 			return nil, err
 		}
-		return &File{v: v, p: p, a: a, h: h, ctx: ctx}, nil
+		return &File{v: v, p: p, vf: vf, ctx: ctx}, nil
 	}
 	a, err := v.GetAttr(ctx, p)
 	if err != nil {
@@ -116,97 +107,63 @@ func OpenFile(ctx context.Context, v *vfs.FS, p string, flag int, perm uint32) (
 	default:
 		return nil, syscall.EACCES // links and devices are not served
 	}
-	if f.h, err = v.Open(ctx, p, uint32(flag)); err != nil {
+	if f.vf, err = v.OpenFile(ctx, p, uint32(flag), 0); err != nil {
 		return nil, err
 	}
 	if flag&(syscall.O_WRONLY|syscall.O_RDWR) == 0 {
-		if b, _, ok := f.h.Backing(-1); ok {
-			f.back = b
-		} else {
-			f.rbuf = make([]byte, 1<<20)
-		}
+		f.vf.ReadDirect()
 	}
 	if flag&syscall.O_TRUNC != 0 {
-		if f.a, err = f.h.Truncate(ctx, 0); err != nil {
-			f.h.Release(ctx)
+		if _, err = f.vf.Truncate(ctx, 0); err != nil {
+			f.vf.Close(ctx)
 			return nil, err
 		}
 	}
 	return f, nil
 }
 
-// Attr is the file's attributes when it was opened.
-func (f *File) Attr() wire.Attr { return f.a }
+// Attr is the file's attributes when it was opened (a file's, as last
+// seen).
+func (f *File) Attr() wire.Attr {
+	if f.vf != nil {
+		return f.vf.Attr()
+	}
+	return f.a
+}
+
+// Direct reports whether reads go straight to the cache's data file.
+func (f *File) Direct() bool { return f.vf != nil && f.vf.DataFile() != nil }
 
 func (f *File) Read(p []byte) (int, error) {
-	if f.h == nil {
+	if f.vf == nil {
 		return 0, syscall.EISDIR
 	}
-	if f.off >= f.a.Size {
-		return 0, io.EOF
-	}
-	if rem := f.a.Size - f.off; int64(len(p)) > rem {
-		p = p[:rem]
-	}
-	var n int
-	var err error
-	if f.back != nil {
-		n, err = f.back.ReadAt(p, f.off)
-		if errors.Is(err, io.EOF) && n > 0 {
-			err = nil
-		}
-	} else if f.rbuf != nil {
-		n, err = f.buffered(p)
-	} else {
-		n, err = f.h.Read(f.ctx, p, f.off)
-	}
-	f.off += int64(n)
+	n, err := f.vf.Read(f.ctx, p)
 	if n == 0 && err == nil {
 		return 0, io.EOF
 	}
 	return n, err
 }
 
-// buffered reads through a 1 MiB buffer, so that a caller that reads 32
-// KiB at a time (net/http's copy) asks the vfs once per MiB.
-func (f *File) buffered(p []byte) (int, error) {
-	if f.off < f.roff || f.off >= f.roff+int64(f.rlen) {
-		n, err := f.h.Read(f.ctx, f.rbuf, f.off)
-		if n == 0 {
-			return 0, err
-		}
-		f.roff, f.rlen = f.off, n
-	}
-	return copy(p, f.rbuf[f.off-f.roff:f.rlen]), nil
-}
-
 func (f *File) Write(p []byte) (int, error) {
-	if f.h == nil {
+	if f.vf == nil {
 		return 0, syscall.EISDIR
 	}
-	n, err := f.h.Write(f.ctx, p, f.off)
+	n, err := f.vf.Write(f.ctx, p)
 	if err != nil && f.dav != nil {
 		f.dav.note(err)
-	}
-	f.off += int64(n)
-	if f.off > f.a.Size {
-		f.a.Size = f.off
 	}
 	return n, err
 }
 
+// Seek moves a file's cursor; a directory's listing goes back to its
+// start (or any place in it) only from the start.
 func (f *File) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		off += f.off
-	case io.SeekEnd:
-		off += f.a.Size
-	default:
-		return 0, syscall.EINVAL
+	if f.vf != nil {
+		return f.vf.Seek(off, whence)
 	}
-	if off < 0 {
-		return 0, syscall.EINVAL
+	if whence != io.SeekStart || off < 0 {
+		return f.off, syscall.EINVAL
 	}
 	f.off = off
 	return off, nil
@@ -216,9 +173,9 @@ func (f *File) Seek(off int64, whence int) (int64, error) {
 // itself when reads go straight to it and it is exactly the file's size
 // (then net/http sends it with sendfile over clear connections), else f.
 func (f *File) content() io.ReadSeeker {
-	if f.back != nil {
-		if fi, err := f.back.Stat(); err == nil && fi.Size() == f.a.Size {
-			return f.back
+	if b := f.vf.DataFile(); b != nil {
+		if fi, err := b.Stat(); err == nil && fi.Size() == f.vf.Attr().Size {
+			return b
 		}
 	}
 	return f
@@ -227,24 +184,11 @@ func (f *File) content() io.ReadSeeker {
 // Close sends what was written (its error says whether the share took
 // it) and closes the file.
 func (f *File) Close() error {
-	if f.h == nil {
+	if f.vf == nil {
 		return nil
 	}
-	if f.back != nil {
-		f.back.Close()
-		f.h.Unback()
-		f.back = nil
-	} else if f.rbuf != nil && f.off >= f.a.Size && f.a.Size > 0 {
-		// Read to its end through the vfs: once the cache holds it whole,
-		// its blocks go to the data file, so that the next open reads
-		// from there (as the mount prepares passthrough).
-		f.h.Whole(true)
-	}
-	err := f.h.Flush(f.ctx)
-	if rerr := f.h.Release(f.ctx); err == nil {
-		err = rerr
-	}
-	f.h = nil
+	err := f.vf.Close(f.ctx)
+	f.a, f.vf = f.vf.Attr(), nil
 	if err != nil && f.dav != nil {
 		f.dav.note(err)
 	}
@@ -252,17 +196,16 @@ func (f *File) Close() error {
 }
 
 func (f *File) Stat() (fs.FileInfo, error) {
-	if f.h != nil {
-		if a, err := f.h.Getattr(f.ctx); err == nil {
-			f.a = a
-		}
+	a := f.a
+	if f.vf != nil {
+		a, _ = f.vf.Stat(f.ctx) // the attributes last seen, if the share cannot say
 	}
-	return Info(path.Base(f.p), f.a), nil
+	return Info(path.Base(f.p), a), nil
 }
 
 // Readdir lists a directory, as http.File asks.
 func (f *File) Readdir(count int) ([]fs.FileInfo, error) {
-	if f.h != nil {
+	if f.vf != nil {
 		return nil, syscall.ENOTDIR
 	}
 	if f.list == nil {

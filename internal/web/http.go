@@ -281,10 +281,10 @@ func (s *Server) get(ctx context.Context, w http.ResponseWriter, r *http.Request
 	}
 	defer f.Close()
 	a := f.Attr()
-	if f.back != nil {
+	if f.Direct() {
 		s.c.Direct.Add(1)
 	}
-	if f.h == nil {
+	if f.vf == nil {
 		s.list(ctx, w, r, f, user, p)
 		return
 	}

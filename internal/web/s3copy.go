@@ -49,7 +49,7 @@ func (q *s3Req) copySource() (f *File, bucket, key string, err error) {
 	if err != nil {
 		return nil, "", "", err
 	}
-	if f.h == nil {
+	if f.vf == nil {
 		f.Close()
 		return nil, "", "", s3Errf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source %.80q is a directory", src)
 	}

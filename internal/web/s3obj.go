@@ -51,7 +51,7 @@ func (q *s3Req) get() error {
 	}
 	defer f.Close()
 	a := f.Attr()
-	if f.h == nil {
+	if f.vf == nil {
 		if !strings.HasSuffix(q.key, "/") {
 			return s3Errf(http.StatusNotFound, "NoSuchKey", "%s is a directory; list it with the prefix %s/", q.key, q.key)
 		}
@@ -63,7 +63,7 @@ func (q *s3Req) get() error {
 	if err := q.preconditions("", p, a); err != nil {
 		return err
 	}
-	if f.back != nil {
+	if f.Direct() {
 		q.s.c.Direct.Add(1)
 	}
 	q.w.Header().Set("ETag", q.etag(p, a))
