@@ -6,43 +6,40 @@ package private
 import (
 	"log/slog"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/vfs"
 )
 
-// Private is a vfs with a client and a cache of its own, for one person
+// Private is a vfs with a client and a block cache of its own, for one person
 // an edge serves besides others: a gateway's user, or a local user
 // logged in on a mount (pando login). Nothing one fetched is served to
 // another without their own rights being checked.
 type Private struct {
 	*vfs.FS
 	cl  *client.Client
-	ch  *cache.Cache
+	ch  blockcache.Cache
 	log *slog.Logger
 	// retried is closed when the retry of unsent data has stopped.
 	retried chan struct{}
 }
 
-// Open opens a client with cfg and copts, a cache with cacheOpts
-// (its own directory) and a vfs over them with vopts, and retries the
-// data the cache holds unsent, as a mount's does.
-func Open(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vopts vfs.Options, log *slog.Logger) (*Private, error) {
+// Open opens a client with cfg and copts and a vfs over it and ch with
+// vopts, and retries the data the cache holds unsent, as a mount's does.
+// ch is the person's own block cache (its own directory), opened by the
+// caller and the Private's from then on: Close closes it, and so does
+// Open when it fails.
+func Open(cfg *config.Config, copts client.Options, ch blockcache.Cache, vopts vfs.Options, log *slog.Logger) (*Private, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cacheOpts.Log = log
 	if vopts.Log == nil {
 		vopts.Log = log
 	}
 	cl, err := client.New(cfg, copts)
 	if err != nil {
-		return nil, err
-	}
-	ch, err := cache.Open(cacheOpts)
-	if err != nil {
-		cl.Close()
+		ch.Close()
 		return nil, err
 	}
 	p := &Private{FS: vfs.New(cl, client.Data(cl), ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
@@ -59,9 +56,6 @@ func Open(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vop
 // the person's name besides the file system (who they are, ACLs, the
 // list of shares, RPC counts).
 func (p *Private) Client() *client.Client { return p.cl }
-
-// Cache is the private cache.
-func (p *Private) Cache() *cache.Cache { return p.ch }
 
 // Close sends what write delegations keep back and closes the vfs, its
 // cache and its client.

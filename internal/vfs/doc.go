@@ -1,8 +1,9 @@
 // Package vfs presents the global namespace as a file system: path
 // resolution, attributes and listings cached in memory and in the cache's
 // index, open/close semantics over the block cache, the write modes, and
-// the recovery of data not yet sent. It does not import FUSE; edges (the
-// FUSE mount, the HTTP, WebDAV, S3 and NFS gateways) translate its errors,
+// the recovery of data not yet sent. It holds the block cache as a
+// blockcache.Cache, which its caller opens. It does not import FUSE; edges
+// (the FUSE mount, the HTTP, WebDAV, S3 and NFS gateways) translate its errors,
 // which are *wire.Error values or syscall errnos, at their boundary.
 // Every edge holds an open file as a File (file.go): reads and writes at
 // an offset or a cursor, and the one rule for reading straight from the

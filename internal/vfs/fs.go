@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
@@ -23,7 +23,7 @@ import (
 type FS struct {
 	c     remote.Namespace // names: where paths live, attributes, listings, changes
 	data  remote.Data      // bytes: files opened at their locations
-	cache *cache.Cache
+	cache blockcache.Cache
 	opts  Options
 
 	mu sync.Mutex
@@ -155,10 +155,10 @@ type attrEntry struct {
 	neg bool // the path does not exist
 }
 
-// New makes a file system over a namespace, a data path and a cache. The
+// New makes a file system over a namespace, a data path and a blockcache. The
 // namespace's health hook is the file system's from now on (it logs each
 // share going down or coming back).
-func New(ns remote.Namespace, data remote.Data, ch *cache.Cache, opts Options) *FS {
+func New(ns remote.Namespace, data remote.Data, ch blockcache.Cache, opts Options) *FS {
 	if opts.Consistency == (consistency.Consistency{}) {
 		opts.Consistency = consistency.Default
 	}
@@ -207,10 +207,10 @@ func (v *FS) forget(p string) {
 	v.dirs.del(path.Dir(p))
 	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaAttr, p, nil)
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
-	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, path.Dir(p), nil)
 }
 
 // forgetLinks drops the cached attributes of every other name of a file
@@ -232,7 +232,7 @@ func (v *FS) forgetLinks(a wire.Attr) {
 	})
 	v.mu.Unlock()
 	for _, k := range names {
-		v.cache.PutMeta(cache.MetaAttr, k, nil)
+		v.cache.PutMeta(blockcache.MetaAttr, k, nil)
 	}
 }
 
@@ -245,10 +245,10 @@ func (v *FS) forgetTree(p string) {
 	v.dirs.del(path.Dir(p))
 	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaAttr, p, nil)
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
-	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, path.Dir(p), nil)
 }
 
 func (v *FS) setAttr(p string, a wire.Attr) {
@@ -301,13 +301,13 @@ func (v *FS) dropCount() uint64 {
 
 func (v *FS) persistAttr(p string, a wire.Attr) {
 	if b, err := wire.Marshal(a); err == nil {
-		v.cache.PutMeta(cache.MetaAttr, p, b)
+		v.cache.PutMeta(blockcache.MetaAttr, p, b)
 	}
 }
 
 // persisted returns what an earlier run knew about p.
 func (v *FS) persistedAttr(p string) (wire.Attr, bool) {
-	b := v.cache.GetMeta(cache.MetaAttr, p)
+	b := v.cache.GetMeta(blockcache.MetaAttr, p)
 	var a wire.Attr
 	if b == nil || wire.Unmarshal(b, &a) != nil {
 		return a, false

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
@@ -195,7 +195,7 @@ type changedError struct {
 
 func (e *changedError) Error() string { return "the file changed at its share while it was read" }
 
-// fetch reads remote bytes for the cache.
+// fetch reads remote bytes for the blockcache.
 func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	h.waitOpen(ctx)
 	f, err := h.remoteFile(ctx, false)
@@ -221,11 +221,11 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 			h.est.Sample(time.Since(t0), d0, int64(n))
 		}
 		if summed {
-			cache.ReportSum(ctx, n, sum)
+			blockcache.ReportSum(ctx, n, sum)
 		}
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})) > 0 {
+		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, blockcache.Range{Off: off, Len: int64(len(p))})) > 0 {
 			// Sent ahead and evicted since: the stage holds it.
 			wf, werr := h.remoteFile(ctx, true)
 			if werr != nil {
@@ -374,7 +374,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, cache.AllWrites, a.Version, a.Size)
+		h.v.cache.MarkClean(h.key, []blockcache.Range{{Off: off, Len: int64(len(p))}}, blockcache.AllWrites, a.Version, a.Size)
 		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/fault"
 	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
@@ -74,7 +74,7 @@ const inlineMax = 4 << 20
 // was and nothing is marked clean. More, or a file with data sent ahead,
 // go through the file's named stage (commitStaged). It returns the file's attributes after
 // the commit.
-func (v *FS) commitRanges(ctx context.Context, key, p string, f remote.File, ranges []cache.Range, c remote.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+func (v *FS) commitRanges(ctx context.Context, key, p string, f remote.File, ranges []blockcache.Range, c remote.Commit, fetch blockcache.Fetcher, written func()) (wire.Attr, error) {
 	if name, _ := v.cache.StageOf(key); name != "" {
 		return v.commitStaged(ctx, key, p, f, ranges, c, fetch, written)
 	}
