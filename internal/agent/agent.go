@@ -27,6 +27,7 @@ import (
 	"pando.dev/pando/internal/metricsrv"
 	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/procs"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/vfs"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 	// Logins: local users may log in with their own credential (pando
 	// login; see login.go).
 	Logins bool
+	// WrapData, if set, wraps the data path the mount's vfs reads and
+	// writes files through (client.Data of the agent's client): a
+	// decorator of remote.Data, e.g. one that counts or fails reads.
+	WrapData func(remote.Data) remote.Data
 }
 
 // Agent is a running agent.
@@ -107,7 +112,11 @@ func Start(cfg Config) (*Agent, error) {
 	if cfg.VFS.Log == nil {
 		cfg.VFS.Log = cfg.Log
 	}
-	a.v = vfs.New(cl, ch, cfg.VFS)
+	data := client.Data(cl)
+	if cfg.WrapData != nil {
+		data = cfg.WrapData(data)
+	}
+	a.v = vfs.New(cl, data, ch, cfg.VFS)
 	// Consistency sessions first, so that the mount's first answers stay
 	// good; a share that does not answer soon is not waited for.
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

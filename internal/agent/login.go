@@ -24,8 +24,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
-	"pando.dev/pando/internal/vfs"
+	"pando.dev/pando/internal/private"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -82,7 +83,7 @@ type loginState struct {
 }
 
 type userLogin struct {
-	p         *vfs.Private
+	p         *private.Private
 	principal string
 	since     time.Time
 	dir       string // its cache
@@ -267,7 +268,12 @@ func (a *Agent) login(ctx context.Context, uid uint32, req LoginRequest) (string
 	if err := os.MkdirAll(copts.Dir, 0o700); err != nil {
 		return "", fmt.Errorf("the login's cache: %w", err)
 	}
-	p, err := vfs.OpenPrivate(&cfg, client.Options{Streams: a.cfg.Streams, KeepFresh: true, Log: a.cfg.Log}, copts, a.cfg.VFS, a.cfg.Log)
+	ch, err := cache.Open(copts)
+	if err != nil {
+		os.RemoveAll(copts.Dir)
+		return "", fmt.Errorf("%w: %w", ErrLogin, err)
+	}
+	p, err := private.Open(&cfg, client.Options{Streams: a.cfg.Streams, KeepFresh: true, Log: a.cfg.Log}, ch, a.cfg.VFS, a.cfg.Log)
 	if err != nil {
 		os.RemoveAll(copts.Dir)
 		return "", fmt.Errorf("%w: %w", ErrLogin, err)

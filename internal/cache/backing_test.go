@@ -15,9 +15,9 @@ import (
 // fill caches the whole of r as version ver of key.
 func fill(t *testing.T, c *Cache, key string, ver uint64, r *remote) {
 	t.Helper()
-	c.Validate(key, ver, int64(len(r.data)), "/d/"+key)
-	got := make([]byte, len(r.data))
-	if _, err := c.ReadAt(context.Background(), key, got, 0, r.fetch); err != nil && err != io.EOF {
+	c.Validate(key, ver, int64(len(r.Data)), "/d/"+key)
+	got := make([]byte, len(r.Data))
+	if _, err := c.ReadAt(context.Background(), key, got, 0, r.Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 }
@@ -31,52 +31,37 @@ func readAll(t *testing.T, f *os.File) []byte {
 	return b
 }
 
-// TestBackingIsTheWholeVersion: a backing is given out only for a file
-// held whole; it reads exactly the file; a new version gets a new data
-// file while the backing keeps reading the old one; and blocks of a
-// backed file are never evicted.
+// TestBackingIsTheWholeVersion: a new version gets a new data file while
+// the backing keeps reading the old one, and blocks of a backed file are
+// never evicted. That a backing is given out only for a file held whole,
+// and reads exactly the file, is the suite's (TestSuite).
 func TestBackingIsTheWholeVersion(t *testing.T) {
 	const bs = 4096
 	c := open(t, t.TempDir(), Options{BlockSize: bs, DiskBytes: 5 * bs, MemoryBytes: bs})
-	r := &remote{data: make([]byte, 3*bs+100)}
-	rand.Read(r.data)
-	c.Validate("f", 1, int64(len(r.data)), "/d/f")
-	if _, _, ok := c.Backing("f", 1, -1); ok {
-		t.Fatal("a backing for a file not cached at all")
-	}
-	part := make([]byte, bs)
-	c.ReadAt(context.Background(), "f", part, 0, r.fetch)
-	if _, _, ok := c.Backing("f", 1, -1); ok {
-		t.Fatal("a backing for a file cached in part")
-	}
+	r := &remote{Data: make([]byte, 3*bs+100)}
+	rand.Read(r.Data)
 	fill(t, c, "f", 1, r)
-	if _, _, ok := c.Backing("f", 2, -1); ok {
-		t.Fatal("a backing for another version")
-	}
 	f, gen, ok := c.Backing("f", 1, -1)
 	if !ok {
 		t.Fatal("no backing for a file cached whole")
 	}
 	defer f.Close()
-	if !bytes.Equal(readAll(t, f), r.data) {
-		t.Fatal("the backing does not read the file")
-	}
 
 	// Another file needs more room than is left: the backed one keeps
 	// its blocks.
-	other := &remote{data: make([]byte, 3*bs)}
-	rand.Read(other.data)
+	other := &remote{Data: make([]byte, 3*bs)}
+	rand.Read(other.Data)
 	fill(t, c, "g", 1, other)
 	c.Sync()
-	if !bytes.Equal(readAll(t, f), r.data) {
+	if !bytes.Equal(readAll(t, f), r.Data) {
 		t.Fatal("eviction punched the data file under a backing")
 	}
 
 	// A new version: the backing keeps the old bytes, the cache the new.
-	v2 := &remote{data: bytes.Repeat([]byte("2"), 2*bs)}
+	v2 := &remote{Data: bytes.Repeat([]byte("2"), 2*bs)}
 	fill(t, c, "f", 2, v2)
 	c.Sync()
-	if !bytes.Equal(readAll(t, f), r.data) {
+	if !bytes.Equal(readAll(t, f), r.Data) {
 		t.Fatal("a new version changed the data file under a backing")
 	}
 	f2, gen2, ok := c.Backing("f", 2, -1)
@@ -84,7 +69,7 @@ func TestBackingIsTheWholeVersion(t *testing.T) {
 		t.Fatal("no backing for the new version")
 	}
 	defer f2.Close()
-	if gen2 == gen || !bytes.Equal(readAll(t, f2), v2.data) {
+	if gen2 == gen || !bytes.Equal(readAll(t, f2), v2.Data) {
 		t.Fatalf("the new version's backing (gen %d, was %d) does not read it", gen2, gen)
 	}
 	c.Unback("f", gen)
@@ -100,8 +85,8 @@ func TestBackingChecksBlocksAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &remote{data: make([]byte, 3*bs)}
-	rand.Read(r.data)
+	r := &remote{Data: make([]byte, 3*bs)}
+	rand.Read(r.Data)
 	fill(t, c, "f", 1, r)
 	c.Sync()
 	if err := c.Close(); err != nil {
@@ -127,7 +112,7 @@ func TestBackingChecksBlocksAfterRestart(t *testing.T) {
 		t.Fatal("the bad block was not dropped")
 	}
 	fill(t, c2, "f", 1, r)
-	backingReads(t, c2, "f", 1, r.data, "once the bad block was fetched again")
+	backingReads(t, c2, "f", 1, r.Data, "once the bad block was fetched again")
 }
 
 // backingReads checks that key has a backing for ver (when says when)
@@ -155,9 +140,9 @@ func dataFile(dir, key string) string {
 func TestPreloadGivesWay(t *testing.T) {
 	const bs = 4096
 	c := open(t, t.TempDir(), Options{BlockSize: bs})
-	r := &remote{data: make([]byte, 8*bs)}
-	rand.Read(r.data)
-	c.Validate("f", 1, int64(len(r.data)), "/d/f")
+	r := &remote{Data: make([]byte, 8*bs)}
+	rand.Read(r.Data)
+	c.Validate("f", 1, int64(len(r.Data)), "/d/f")
 	fill(t, c, "f", 1, r)
 
 	// Reads keep coming: the preload waits.
@@ -172,7 +157,7 @@ func TestPreloadGivesWay(t *testing.T) {
 				return
 			default:
 			}
-			c.ReadAt(context.Background(), "f", p, 0, r.fetch)
+			c.ReadAt(context.Background(), "f", p, 0, r.Fetch)
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
@@ -209,13 +194,13 @@ func TestPreloadGivesWay(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a preload did not finish once reads stopped")
 	}
-	if n := c.Stats().Preloaded; n != int64(len(r.data)) {
-		t.Fatalf("preloaded %d bytes; want %d", n, len(r.data))
+	if n := c.Stats().Preloaded; n != int64(len(r.Data)) {
+		t.Fatalf("preloaded %d bytes; want %d", n, len(r.Data))
 	}
 	// A version the cache does not hold whole is not loaded.
 	c.Preload("f", 2)
-	if n := c.Stats().Preloaded; n != int64(len(r.data)) {
-		t.Fatalf("preloaded %d bytes after a preload of a version not cached", n-int64(len(r.data)))
+	if n := c.Stats().Preloaded; n != int64(len(r.Data)) {
+		t.Fatalf("preloaded %d bytes after a preload of a version not cached", n-int64(len(r.Data)))
 	}
 }
 
@@ -233,26 +218,26 @@ func largeFileDirectWrites(t *testing.T, set func(*Cache)) {
 	const bs = 1 << 20
 	c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1})
 	set(c)
-	r := &remote{data: make([]byte, directMin+bs/2)}
-	rand.Read(r.data)
+	r := &remote{Data: make([]byte, directMin+bs/2)}
+	rand.Read(r.Data)
 	fill(t, c, "f", 1, r)
 	c.Sync()
 	if c.noDirect.Load() {
 		t.Log("the test directory's file system has no O_DIRECT: blocks went through the page cache")
-	} else if n := resident(t, c.dataPath("f")); n > len(r.data)/8 {
-		t.Errorf("%d of %d bytes of the data file are in the page cache after direct writes", n, len(r.data))
+	} else if n := resident(t, c.dataPath("f")); n > len(r.Data)/8 {
+		t.Errorf("%d of %d bytes of the data file are in the page cache after direct writes", n, len(r.Data))
 	}
-	got := make([]byte, len(r.data))
-	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
+	got := make([]byte, len(r.Data))
+	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, r.data) {
+	if !bytes.Equal(got, r.Data) {
 		t.Fatal("blocks read back from disk differ")
 	}
 	if st := c.Stats(); st.BadBlocks != 0 {
 		t.Fatalf("%d blocks failed their checksum", st.BadBlocks)
 	}
-	backingReads(t, c, "f", 1, r.data, "for a file cached whole")
+	backingReads(t, c, "f", 1, r.Data, "for a file cached whole")
 }
 
 // The blocks of a large file that the cache can hold whole, and that
@@ -265,20 +250,20 @@ func TestHeldFileWritesThroughPageCache(t *testing.T) {
 	const bs = 1 << 20
 	c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1, DiskBytes: 1 << 30})
 	c.behind = 1 << 20 // however far the writer falls behind this test's reader
-	r := &remote{data: make([]byte, directMin+3*bs+bs/3)}
-	rand.Read(r.data)
-	if !c.Holds(int64(len(r.data))) || int64(len(r.data)) > c.preloadMax {
-		t.Fatalf("a %d-byte file should be one the cache holds whole and preloads (preload bound %d)", len(r.data), c.preloadMax)
+	r := &remote{Data: make([]byte, directMin+3*bs+bs/3)}
+	rand.Read(r.Data)
+	if !c.Holds(int64(len(r.Data))) || int64(len(r.Data)) > c.preloadMax {
+		t.Fatalf("a %d-byte file should be one the cache holds whole and preloads (preload bound %d)", len(r.Data), c.preloadMax)
 	}
 	fill(t, c, "f", 1, r)
 	c.Sync()
-	if n := resident(t, c.dataPath("f")); n < len(r.data)*7/8 {
-		t.Errorf("%d of %d bytes of the data file are in the page cache once written; the next open would read the rest from disk", n, len(r.data))
+	if n := resident(t, c.dataPath("f")); n < len(r.Data)*7/8 {
+		t.Errorf("%d of %d bytes of the data file are in the page cache once written; the next open would read the rest from disk", n, len(r.Data))
 	}
 	if st := c.Stats(); st.Preloaded != 0 {
 		t.Fatalf("%d bytes preloaded: the test is about the writes", st.Preloaded)
 	}
-	backingReads(t, c, "f", 1, r.data, "for a file cached whole")
+	backingReads(t, c, "f", 1, r.Data, "for a file cached whole")
 }
 
 // resident counts the bytes of the file at p held in the page cache.

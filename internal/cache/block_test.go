@@ -24,15 +24,15 @@ func TestRecycledBlocksAreNeverLentTwice(t *testing.T) {
 	c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: 8 * bs, DiskBytes: 24 * bs})
 	files := make([]*remote, 4)
 	for i := range files {
-		r := &remote{data: make([]byte, 16*bs)}
-		for j := range r.data {
-			r.data[j] = byte(i*31 + j*7 + j>>12)
+		r := &remote{Data: make([]byte, 16*bs)}
+		for j := range r.Data {
+			r.Data[j] = byte(i*31 + j*7 + j>>12)
 		}
 		files[i] = r
 	}
 	key := func(i int) string { return string(rune('a' + i)) }
 	for i, r := range files {
-		c.Validate(key(i), 1, int64(len(r.data)), "/"+key(i))
+		c.Validate(key(i), 1, int64(len(r.Data)), "/"+key(i))
 		c.Pin(key(i))
 	}
 	ctx := context.Background()
@@ -46,11 +46,11 @@ func TestRecycledBlocksAreNeverLentTwice(t *testing.T) {
 			for ops := 0; ops < 20000 && time.Now().Before(deadline); ops++ {
 				i := rng.IntN(len(files))
 				r := files[i]
-				off := int64(rng.IntN(len(r.data)/bs)) * bs
+				off := int64(rng.IntN(len(r.Data)/bs)) * bs
 				switch rng.IntN(6) {
 				case 0, 1, 2:
 					so := off + int64(rng.IntN(bs/2))
-					b, release, ok, err := c.Slice(ctx, key(i), so, bs/2, r.fetch)
+					b, release, ok, err := c.Slice(ctx, key(i), so, bs/2, r.Fetch)
 					if err != nil {
 						errs <- err
 						return
@@ -61,30 +61,30 @@ func TestRecycledBlocksAreNeverLentTwice(t *testing.T) {
 					if rng.IntN(4) == 0 {
 						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 					}
-					if !bytes.Equal(b, r.data[so:so+int64(len(b))]) {
+					if !bytes.Equal(b, r.Data[so:so+int64(len(b))]) {
 						errs <- errBadSlice
 						release()
 						return
 					}
 					release()
 				case 3:
-					n, err := c.ReadAt(ctx, key(i), buf, off, r.fetch)
+					n, err := c.ReadAt(ctx, key(i), buf, off, r.Fetch)
 					if err != nil && err != io.EOF {
 						errs <- err
 						return
 					}
-					if !bytes.Equal(buf[:n], r.data[off:off+int64(n)]) {
+					if !bytes.Equal(buf[:n], r.Data[off:off+int64(n)]) {
 						errs <- errBadRead
 						return
 					}
 				case 4:
-					c.Forget(key(i), 0, int64(len(r.data)))
+					c.Forget(key(i), 0, int64(len(r.Data)))
 				case 5:
 					if rng.IntN(20) == 0 {
 						c.Drop(key(i))
-						c.Validate(key(i), 1, int64(len(r.data)), "/"+key(i))
+						c.Validate(key(i), 1, int64(len(r.Data)), "/"+key(i))
 					} else {
-						_ = c.Prefetch(ctx, key(i), off/bs, r.fetch)
+						_ = c.Prefetch(ctx, key(i), off/bs, r.Fetch)
 					}
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"io"
 	"time"
+
+	"pando.dev/pando/internal/blockcache"
 )
 
 func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
@@ -188,8 +190,8 @@ func (c *Cache) fetchBlock(ctx context.Context, key string, idx, size int64, fet
 
 		n := c.blockLen(idx, size)
 		blk := newBlock(n, c.opts.BlockSize)
-		sum := &sumSlot{}
-		got, err := fetch(context.WithValue(ctx, sumKey{}, sum), blk.b, idx*c.opts.BlockSize)
+		sum := &blockcache.Sum{} // the checksum the fetcher reports, if it does
+		got, err := fetch(blockcache.WithSum(ctx, sum), blk.b, idx*c.opts.BlockSize)
 		stale := false
 		if err != nil && !errors.Is(err, io.EOF) {
 			fl.err = err
@@ -397,7 +399,7 @@ func (c *Cache) WriteAt(ctx context.Context, key string, p []byte, off int64, fe
 		}
 		// Dirty before the block is written: it must not be evicted
 		// once it is there.
-		r := Range{pos, chunk}
+		r := Range{Off: pos, Len: chunk}
 		c.mu.Lock()
 		e := c.get(key)
 		e.mu.Lock()

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -477,10 +476,6 @@ func (c *Cache) Drop(key string) {
 	c.mu.Unlock()
 	os.Remove(c.dataPath(key))
 }
-
-// Fetcher reads remote bytes at off into p; it returns how many it read
-// (fewer at end of file) and io.EOF or nil.
-type Fetcher func(ctx context.Context, p []byte, off int64) (int, error)
 
 // ErrBadBlock is returned by readBlock for a block whose CRC does not match.
 var ErrBadBlock = errors.New("cached block failed its checksum")

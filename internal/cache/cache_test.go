@@ -7,32 +7,14 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
+
+	"pando.dev/pando/internal/blockcache"
+	"pando.dev/pando/internal/blockcache/cachetest"
 )
 
-// remote is the far side of a cache in these tests: a byte slice and a
-// count of fetches.
-type remote struct {
-	data    []byte
-	fetches atomic.Int64
-	gate    chan struct{} // if set, fetches wait for it
-}
-
-func (r *remote) fetch(ctx context.Context, p []byte, off int64) (int, error) {
-	r.fetches.Add(1)
-	if r.gate != nil {
-		<-r.gate
-	}
-	if off >= int64(len(r.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
+// remote is the far side of a cache in these tests.
+type remote = cachetest.Remote
 
 func open(t *testing.T, dir string, opts Options) *Cache {
 	t.Helper()
@@ -48,11 +30,11 @@ func open(t *testing.T, dir string, opts Options) *Cache {
 func TestCorruptBlockIsRefetchedNeverServed(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, Options{BlockSize: 4096, MemoryBytes: -1})
-	r := &remote{data: make([]byte, 3*4096+100)}
-	rand.Read(r.data)
-	c.Validate("f", 1, int64(len(r.data)), "/d/f")
-	got := make([]byte, len(r.data))
-	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
+	r := &remote{Data: make([]byte, 3*4096+100)}
+	rand.Read(r.Data)
+	c.Validate("f", 1, int64(len(r.Data)), "/d/f")
+	got := make([]byte, len(r.Data))
+	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	c.Sync()
@@ -64,44 +46,44 @@ func TestCorruptBlockIsRefetchedNeverServed(t *testing.T) {
 	}
 	f.WriteAt([]byte("garbage"), 4096+10)
 	f.Close()
-	before := r.fetches.Load()
+	before := r.Fetches.Load()
 	clear(got)
-	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(context.Background(), "f", got, 0, r.Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, r.data) {
+	if !bytes.Equal(got, r.Data) {
 		t.Fatal("a corrupted block was served")
 	}
-	if st := c.Stats(); st.BadBlocks != 1 || r.fetches.Load() != before+1 {
-		t.Fatalf("bad blocks %d, refetches %d; want 1 and 1", st.BadBlocks, r.fetches.Load()-before)
+	if st := c.Stats(); st.BadBlocks != 1 || r.Fetches.Load() != before+1 {
+		t.Fatalf("bad blocks %d, refetches %d; want 1 and 1", st.BadBlocks, r.Fetches.Load()-before)
 	}
 }
 
 func TestConcurrentReadersFetchOnce(t *testing.T) {
 	c := open(t, t.TempDir(), Options{BlockSize: 1 << 16})
-	r := &remote{data: make([]byte, 1<<16), gate: make(chan struct{})}
-	rand.Read(r.data)
-	c.Validate("f", 1, int64(len(r.data)), "")
+	r := &remote{Data: make([]byte, 1<<16), Gate: make(chan struct{})}
+	rand.Read(r.Data)
+	c.Validate("f", 1, int64(len(r.Data)), "")
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			b := make([]byte, 1000)
-			if _, err := c.ReadAt(context.Background(), "f", b, 5000, r.fetch); err != nil {
+			if _, err := c.ReadAt(context.Background(), "f", b, 5000, r.Fetch); err != nil {
 				t.Error(err)
 			}
-			if !bytes.Equal(b, r.data[5000:6000]) {
+			if !bytes.Equal(b, r.Data[5000:6000]) {
 				t.Error("wrong data")
 			}
 		}()
 	}
-	for r.fetches.Load() == 0 {
+	for r.Fetches.Load() == 0 {
 		// wait until the first reader is inside the fetcher
 	}
-	close(r.gate)
+	close(r.Gate)
 	wg.Wait()
-	if n := r.fetches.Load(); n != 1 {
+	if n := r.Fetches.Load(); n != 1 {
 		t.Fatalf("16 concurrent readers of a cold block caused %d fetches", n)
 	}
 }
@@ -111,25 +93,25 @@ func TestConcurrentReadersFetchOnce(t *testing.T) {
 // slots for nothing), and causes no second fetch.
 func TestPrefetchLeavesABlockInFlightToItsFetch(t *testing.T) {
 	c := open(t, t.TempDir(), Options{BlockSize: 1 << 16})
-	r := &remote{data: make([]byte, 1<<16), gate: make(chan struct{})}
-	rand.Read(r.data)
-	c.Validate("f", 1, int64(len(r.data)), "")
+	r := &remote{Data: make([]byte, 1<<16), Gate: make(chan struct{})}
+	rand.Read(r.Data)
+	c.Validate("f", 1, int64(len(r.Data)), "")
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.ReadAt(context.Background(), "f", make([]byte, 10), 0, r.fetch)
+		_, err := c.ReadAt(context.Background(), "f", make([]byte, 10), 0, r.Fetch)
 		done <- err
 	}()
-	for r.fetches.Load() == 0 {
+	for r.Fetches.Load() == 0 {
 		// wait until the reader is inside the fetcher
 	}
-	if err := c.Prefetch(context.Background(), "f", 0, r.fetch); err != nil {
+	if err := c.Prefetch(context.Background(), "f", 0, r.Fetch); err != nil {
 		t.Fatal(err)
 	}
-	close(r.gate)
+	close(r.Gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := r.fetches.Load(); n != 1 {
+	if n := r.Fetches.Load(); n != 1 {
 		t.Fatalf("a read and a prefetch of the same cold block caused %d fetches", n)
 	}
 }
@@ -140,13 +122,13 @@ func TestPersistsAcrossRestartIncludingDirtyData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &remote{data: bytes.Repeat([]byte("x"), 10000)}
+	r := &remote{Data: bytes.Repeat([]byte("x"), 10000)}
 	ctx := context.Background()
-	c.Validate("f", 7, int64(len(r.data)), "/d/f")
+	c.Validate("f", 7, int64(len(r.Data)), "/d/f")
 	buf := make([]byte, 10000)
-	c.ReadAt(ctx, "f", buf, 0, r.fetch)
+	c.ReadAt(ctx, "f", buf, 0, r.Fetch)
 	c.Sync()
-	if err := c.WriteAt(ctx, "f", []byte("dirty"), 9998, r.fetch); err != nil {
+	if err := c.WriteAt(ctx, "f", []byte("dirty"), 9998, r.Fetch); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
@@ -156,14 +138,14 @@ func TestPersistsAcrossRestartIncludingDirtyData(t *testing.T) {
 	if v, size, ok := c2.Version("f"); !ok || v != 7 || size != 10003 {
 		t.Fatalf("after reopen: version %d size %d ok %v", v, size, ok)
 	}
-	if d := c2.Dirty("f"); len(d) != 1 || d[0] != (Range{9998, 5}) {
+	if d := c2.Dirty("f"); len(d) != 1 || d[0] != (Range{Off: 9998, Len: 5}) {
 		t.Fatalf("dirty ranges after reopen: %v", d)
 	}
-	before := r.fetches.Load()
+	before := r.Fetches.Load()
 	got := make([]byte, 10003)
-	n, _ := c2.ReadAt(ctx, "f", got, 0, r.fetch)
-	if n != 10003 || string(got[9998:]) != "dirty" || r.fetches.Load() != before {
-		t.Fatalf("after reopen: read %d bytes, %d fetches, tail %q", n, r.fetches.Load()-before, got[9998:])
+	n, _ := c2.ReadAt(ctx, "f", got, 0, r.Fetch)
+	if n != 10003 || string(got[9998:]) != "dirty" || r.Fetches.Load() != before {
+		t.Fatalf("after reopen: read %d bytes, %d fetches, tail %q", n, r.Fetches.Load()-before, got[9998:])
 	}
 	// A new remote version drops clean data but keeps dirty ranges.
 	c2.Validate("f", 8, 10000, "")
@@ -177,14 +159,14 @@ func TestEvictionBound(t *testing.T) {
 	ctx := context.Background()
 	for i := range 4 {
 		key := string(rune('a' + i))
-		r := &remote{data: make([]byte, 3*4096)}
-		rand.Read(r.data)
-		c.Validate(key, 1, int64(len(r.data)), "")
-		got := make([]byte, len(r.data))
-		if _, err := c.ReadAt(ctx, key, got, 0, r.fetch); err != nil && err != io.EOF {
+		r := &remote{Data: make([]byte, 3*4096)}
+		rand.Read(r.Data)
+		c.Validate(key, 1, int64(len(r.Data)), "")
+		got := make([]byte, len(r.Data))
+		if _, err := c.ReadAt(ctx, key, got, 0, r.Fetch); err != nil && err != io.EOF {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, r.data) {
+		if !bytes.Equal(got, r.Data) {
 			t.Fatalf("file %s: wrong data", key)
 		}
 		c.Sync()
@@ -206,16 +188,16 @@ func TestWritesRacingStagedBlocksKeepTheWrittenData(t *testing.T) {
 	ctx := context.Background()
 	for round := range 20 {
 		c := open(t, t.TempDir(), Options{BlockSize: bs, MemoryBytes: -1})
-		r := &remote{data: make([]byte, nblocks*bs)}
-		rand.Read(r.data)
-		c.Validate("f", 1, int64(len(r.data)), "")
-		want := append([]byte(nil), r.data[:keep*bs]...)
+		r := &remote{Data: make([]byte, nblocks*bs)}
+		rand.Read(r.Data)
+		c.Validate("f", 1, int64(len(r.Data)), "")
+		want := append([]byte(nil), r.Data[:keep*bs]...)
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			for i := range 4 * nblocks {
-				c.ReadAt(ctx, "f", make([]byte, bs), int64(i%nblocks)*bs, r.fetch)
+				c.ReadAt(ctx, "f", make([]byte, bs), int64(i%nblocks)*bs, r.Fetch)
 			}
 		}()
 		go func() {
@@ -230,7 +212,7 @@ func TestWritesRacingStagedBlocksKeepTheWrittenData(t *testing.T) {
 				idx := (i*5 + round) % keep
 				b := make([]byte, bs)
 				rand.Read(b)
-				if err := c.WriteAt(ctx, "f", b, int64(idx)*bs, r.fetch); err != nil {
+				if err := c.WriteAt(ctx, "f", b, int64(idx)*bs, r.Fetch); err != nil {
 					t.Error(err)
 				}
 				copy(want[idx*bs:], b)
@@ -239,7 +221,7 @@ func TestWritesRacingStagedBlocksKeepTheWrittenData(t *testing.T) {
 		wg.Wait()
 		c.Sync()
 		got := make([]byte, len(want))
-		if n, err := c.ReadAt(ctx, "f", got, 0, r.fetch); n != len(want) || err != nil && err != io.EOF {
+		if n, err := c.ReadAt(ctx, "f", got, 0, r.Fetch); n != len(want) || err != nil && err != io.EOF {
 			t.Fatal(n, err)
 		}
 		for i := range keep {
@@ -263,37 +245,37 @@ func TestWritesRacingStagedBlocksKeepTheWrittenData(t *testing.T) {
 func TestReportedSumIsRecorded(t *testing.T) {
 	for _, lie := range []bool{false, true} {
 		c := open(t, t.TempDir(), Options{BlockSize: 4096, MemoryBytes: -1})
-		r := &remote{data: make([]byte, 2*4096)}
-		rand.Read(r.data)
+		r := &remote{Data: make([]byte, 2*4096)}
+		rand.Read(r.Data)
 		fetch := func(ctx context.Context, p []byte, off int64) (int, error) {
-			n, err := r.fetch(ctx, p, off)
+			n, err := r.Fetch(ctx, p, off)
 			sum := crc(p[:n])
 			if lie {
 				sum ^= 1
 			}
-			ReportSum(ctx, n, sum)
+			blockcache.ReportSum(ctx, n, sum)
 			return n, err
 		}
-		c.Validate("f", 1, int64(len(r.data)), "/d/f")
-		got := make([]byte, len(r.data))
+		c.Validate("f", 1, int64(len(r.Data)), "/d/f")
+		got := make([]byte, len(r.Data))
 		if _, err := c.ReadAt(context.Background(), "f", got, 0, fetch); err != nil && err != io.EOF {
 			t.Fatal(err)
 		}
 		c.Sync()
-		before := r.fetches.Load()
+		before := r.Fetches.Load()
 		clear(got)
 		if _, err := c.ReadAt(context.Background(), "f", got, 0, fetch); err != nil && err != io.EOF {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, r.data) {
+		if !bytes.Equal(got, r.Data) {
 			t.Fatalf("lie=%v: wrong bytes served", lie)
 		}
 		want := int64(0)
 		if lie {
 			want = 2
 		}
-		if st := c.Stats(); st.BadBlocks != want || r.fetches.Load()-before != want {
-			t.Fatalf("lie=%v: bad blocks %d, refetches %d; want %d and %d", lie, st.BadBlocks, r.fetches.Load()-before, want, want)
+		if st := c.Stats(); st.BadBlocks != want || r.Fetches.Load()-before != want {
+			t.Fatalf("lie=%v: bad blocks %d, refetches %d; want %d and %d", lie, st.BadBlocks, r.Fetches.Load()-before, want, want)
 		}
 	}
 }

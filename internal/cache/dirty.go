@@ -1,14 +1,5 @@
 package cache
 
-// Range is a byte range.
-type Range struct {
-	Off int64 `cbor:"1,keyasint"`
-	Len int64 `cbor:"2,keyasint"`
-}
-
-// End is the first byte after r.
-func (r Range) End() int64 { return r.Off + r.Len }
-
 func (e *entry) dirtyBlock(idx, bs int64) bool {
 	lo, hi := idx*bs, (idx+1)*bs
 	for _, r := range e.rec.Dirty {
@@ -28,7 +19,7 @@ func addDirty(rs []Range, r Range) []Range {
 			continue
 		}
 		lo, hi := min(x.Off, r.Off), max(x.End(), r.End())
-		r = Range{lo, hi - lo}
+		r = Range{Off: lo, Len: hi - lo}
 	}
 	out = append(out, r)
 	sortRanges(out)
@@ -93,9 +84,6 @@ func (c *Cache) DirtyAt(key string) ([]Range, uint64) {
 	return rs, mark
 }
 
-// AllWrites, as MarkClean's mark, takes every write made so far for sent.
-const AllWrites = ^uint64(0)
-
 // MarkClean records that the ranges done, dirty at mark (see DirtyAt),
 // reached the share, which now holds version (of size). Blocks written
 // after mark stay dirty, and the size stays this cache's if it changed
@@ -145,7 +133,7 @@ func (e *entry) writtenAfter(mark uint64, bs int64) []Range {
 	var out []Range
 	for idx, s := range e.written {
 		if s > mark {
-			out = append(out, Range{idx * bs, bs})
+			out = append(out, Range{Off: idx * bs, Len: bs})
 		}
 	}
 	return out
@@ -157,7 +145,7 @@ func (e *entry) writtenAfter(mark uint64, bs int64) []Range {
 // new write makes a new mark.
 func (e *entry) forgetClean(bs int64) {
 	for idx := range e.written {
-		if len(overlap(e.rec.Dirty, Range{idx * bs, bs})) == 0 {
+		if len(overlap(e.rec.Dirty, Range{Off: idx * bs, Len: bs})) == 0 {
 			delete(e.written, idx)
 		}
 	}
@@ -176,7 +164,7 @@ func overlap(rs []Range, d Range) []Range {
 	var out []Range
 	for _, r := range rs {
 		if lo, hi := max(r.Off, d.Off), min(r.End(), d.End()); lo < hi {
-			out = append(out, Range{lo, hi - lo})
+			out = append(out, Range{Off: lo, Len: hi - lo})
 		}
 	}
 	return out
@@ -237,10 +225,10 @@ func subtract(rs []Range, d Range) []Range {
 			continue
 		}
 		if r.Off < d.Off {
-			out = append(out, Range{r.Off, d.Off - r.Off})
+			out = append(out, Range{Off: r.Off, Len: d.Off - r.Off})
 		}
 		if r.End() > d.End() {
-			out = append(out, Range{d.End(), r.End() - d.End()})
+			out = append(out, Range{Off: d.End(), Len: r.End() - d.End()})
 		}
 	}
 	return out

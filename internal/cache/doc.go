@@ -2,7 +2,8 @@
 // kept in sparse files on local disk, an index (per file: remote version,
 // size, present blocks with their CRC32C, dirty ranges) in an embedded
 // store, and an LRU memory layer above. It survives a restart of the agent,
-// dirty data included.
+// dirty data included. It implements blockcache.Cache, the interface the
+// vfs holds it through, whose contracts say what each method does.
 //
 // Guarantees:
 //   - Bounded: the disk layer holds at most DiskBytes of blocks, the memory

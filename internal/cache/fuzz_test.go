@@ -28,10 +28,10 @@ func fillCache(tb testing.TB, dir string) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	r := &remote{data: fuzzData}
+	r := &remote{Data: fuzzData}
 	c.Validate("f", 1, int64(len(fuzzData)), "/d/f")
 	buf := make([]byte, len(fuzzData))
-	if _, err := c.ReadAt(context.Background(), "f", buf, 0, r.fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(context.Background(), "f", buf, 0, r.Fetch); err != nil && err != io.EOF {
 		tb.Fatal(err)
 	}
 	c.Sync()
@@ -116,7 +116,7 @@ func FuzzCacheIndex(f *testing.F) {
 		defer c.Close()
 		c.Validate("f", 1, int64(len(fuzzData)), "/d/f")
 		got := make([]byte, len(fuzzData))
-		n, err := c.ReadAt(context.Background(), "f", got, 0, (&remote{data: fuzzData}).fetch)
+		n, err := c.ReadAt(context.Background(), "f", got, 0, (&remote{Data: fuzzData}).Fetch)
 		if err != nil && err != io.EOF {
 			return // a refusal is fine; wrong bytes are not
 		}

@@ -5,14 +5,6 @@ import "sort"
 // What the cache holds, for people: its files (pando cache ls) and its
 // counters (pando stats).
 
-// Entry describes one cached file, for `pando cache ls`.
-type Entry struct {
-	Key, Name     string
-	Version       uint64
-	Size, Cached  int64
-	Dirty, Pinned bool
-}
-
 // List describes every cached file, most recently used first.
 func (c *Cache) List() []Entry {
 	c.mu.Lock()

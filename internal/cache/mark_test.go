@@ -19,11 +19,11 @@ func TestWritesDuringSendStayDirty(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	r := &remote{data: bytes.Repeat([]byte("s"), int(4*bs))}
-	c.Validate("f", 7, int64(len(r.data)), "/d/f")
+	r := &remote{Data: bytes.Repeat([]byte("s"), int(4*bs))}
+	c.Validate("f", 7, int64(len(r.Data)), "/d/f")
 	write := func(b string, off int64) {
 		t.Helper()
-		if err := c.WriteAt(ctx, "f", []byte(b), off, r.fetch); err != nil {
+		if err := c.WriteAt(ctx, "f", []byte(b), off, r.Fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +42,7 @@ func TestWritesDuringSendStayDirty(t *testing.T) {
 	}
 	c.MarkClean("f", sent, mark, 8, 4*bs)
 	got := c.Dirty("f")
-	want := []Range{{10, 5}, {20, 5}, {3*bs + 1, 3}}
+	want := []Range{{Off: 10, Len: 5}, {Off: 20, Len: 5}, {Off: 3*bs + 1, Len: 3}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("dirty after the send: %v, want %v (block 2 sent, blocks 0 and 3 written since)", got, want)
 	}
@@ -50,7 +50,7 @@ func TestWritesDuringSendStayDirty(t *testing.T) {
 		t.Fatalf("after the send: version %d size %d, want 8 and the size set here, %d", v, size, 5*bs)
 	}
 	buf := make([]byte, 5)
-	if _, err := c.ReadAt(ctx, "f", buf, 20, r.fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(ctx, "f", buf, 20, r.Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	if string(buf) != "again" {

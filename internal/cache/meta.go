@@ -7,13 +7,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Metadata buckets: the file system's attribute and listing caches,
-// persisted so that a restarted agent knows what it knew.
-const (
-	MetaAttr = "attr"
-	MetaDir  = "dir"
-)
-
 // PutMeta records value (nil: removes it) under key in a metadata bucket.
 // Writes are batched with the index.
 func (c *Cache) PutMeta(bucket, key string, value []byte) {

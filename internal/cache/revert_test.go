@@ -16,18 +16,18 @@ func TestRevertDropsRefusedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &remote{data: bytes.Repeat([]byte("s"), 10000)}
+	r := &remote{Data: bytes.Repeat([]byte("s"), 10000)}
 	ctx := context.Background()
-	c.Validate("f", 7, int64(len(r.data)), "/d/f")
+	c.Validate("f", 7, int64(len(r.Data)), "/d/f")
 	buf := make([]byte, 10000)
-	if _, err := c.ReadAt(ctx, "f", buf, 0, r.fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(ctx, "f", buf, 0, r.Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	c.Sync()
-	if err := c.WriteAt(ctx, "f", []byte("REFUSED"), 9998, r.fetch); err != nil {
+	if err := c.WriteAt(ctx, "f", []byte("REFUSED"), 9998, r.Fetch); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteAt(ctx, "f", []byte("REFUSED"), 10, r.fetch); err != nil {
+	if err := c.WriteAt(ctx, "f", []byte("REFUSED"), 10, r.Fetch); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Revert("f", 7, 10000); err != nil {
@@ -39,13 +39,13 @@ func TestRevertDropsRefusedData(t *testing.T) {
 	if v, size, ok := c.Version("f"); !ok || v != 7 || size != 10000 {
 		t.Fatalf("after Revert: version %d size %d ok %v", v, size, ok)
 	}
-	before := r.fetches.Load()
+	before := r.Fetches.Load()
 	got := make([]byte, 10010)
-	n, _ := c.ReadAt(ctx, "f", got, 0, r.fetch)
-	if n != 10000 || !bytes.Equal(got[:n], r.data) {
+	n, _ := c.ReadAt(ctx, "f", got, 0, r.Fetch)
+	if n != 10000 || !bytes.Equal(got[:n], r.Data) {
 		t.Fatalf("read after Revert: %d bytes, not the share's: %q", n, got[:n])
 	}
-	if r.fetches.Load() == before {
+	if r.Fetches.Load() == before {
 		t.Fatal("read after Revert served blocks the refused data was written into without fetching them")
 	}
 	// Whatever the index had flushed before, it holds no dirty data now.

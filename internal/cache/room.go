@@ -283,7 +283,7 @@ func (c *Cache) Oldest(key string, blocks int64) []Range {
 			if j := len(out); j > 0 && out[j-1].End() == a {
 				out[j-1].Len += z - a
 			} else {
-				out = append(out, Range{a, z - a})
+				out = append(out, Range{Off: a, Len: z - a})
 			}
 		}
 	}

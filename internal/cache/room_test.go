@@ -84,8 +84,8 @@ func TestFullDiskEvictsCleanBlocks(t *testing.T) {
 	ctx := context.Background()
 	remotes := make([]*remote, 8)
 	for i := range remotes {
-		remotes[i] = &remote{data: make([]byte, mib)}
-		rand.Read(remotes[i].data)
+		remotes[i] = &remote{Data: make([]byte, mib)}
+		rand.Read(remotes[i].Data)
 		fill(t, c, fmt.Sprint("clean", i), 1, remotes[i])
 	}
 	c.Sync()
@@ -101,7 +101,7 @@ func TestFullDiskEvictsCleanBlocks(t *testing.T) {
 	data := make([]byte, 3*mib)
 	rand.Read(data)
 	c.Validate("new", 1, 0, "/d/new")
-	if err := c.WriteAt(ctx, "new", data, 0, (&remote{}).fetch); err != nil {
+	if err := c.WriteAt(ctx, "new", data, 0, (&remote{}).Fetch); err != nil {
 		t.Fatalf("a write to a full cache disk with clean blocks to evict: %v", err)
 	}
 	st := c.Stats()
@@ -109,13 +109,13 @@ func TestFullDiskEvictsCleanBlocks(t *testing.T) {
 		t.Fatalf("after the write: %d writes found the disk full, %d evictions; want some, and 3 or more", st.Full, st.Evictions)
 	}
 	got := make([]byte, len(data))
-	if _, err := c.ReadAt(ctx, "new", got, 0, (&remote{}).fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(ctx, "new", got, 0, (&remote{}).Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatal("the written data does not read back")
 	}
-	if d := c.Dirty("new"); len(d) != 1 || d[0] != (Range{0, 3 * mib}) {
+	if d := c.Dirty("new"); len(d) != 1 || d[0] != (Range{Off: 0, Len: 3 * mib}) {
 		t.Fatalf("dirty ranges %v, want [0, 3 MiB)", d)
 	}
 	// The least recently used went first: clean0 (read first), not clean7.
@@ -123,11 +123,11 @@ func TestFullDiskEvictsCleanBlocks(t *testing.T) {
 		t.Errorf("eviction order: clean0 cached %v, clean7 cached %v; want the oldest gone, the newest kept", c.Present("clean0", 0), c.Present("clean7", 0))
 	}
 	// The evicted one is fetched again, right.
-	n := remotes[0].fetches.Load()
-	if _, err := c.ReadAt(ctx, "clean0", got[:mib], 0, remotes[0].fetch); err != nil && err != io.EOF {
+	n := remotes[0].Fetches.Load()
+	if _, err := c.ReadAt(ctx, "clean0", got[:mib], 0, remotes[0].Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got[:mib], remotes[0].data) || remotes[0].fetches.Load() == n {
+	if !bytes.Equal(got[:mib], remotes[0].Data) || remotes[0].Fetches.Load() == n {
 		t.Fatal("an evicted block was not fetched again, or read wrong")
 	}
 }
@@ -152,7 +152,7 @@ func TestFullDiskWithNothingToEvictRefusesAndChangesNothing(t *testing.T) {
 	old := make([]byte, 2*mib)
 	rand.Read(old)
 	c.Validate("f", 1, 0, "/d/f")
-	if err := c.WriteAt(ctx, "f", old, 0, (&remote{}).fetch); err != nil {
+	if err := c.WriteAt(ctx, "f", old, 0, (&remote{}).Fetch); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.PersistIndex(); err != nil {
@@ -161,11 +161,11 @@ func TestFullDiskWithNothingToEvictRefusesAndChangesNothing(t *testing.T) {
 	ballast(t, dir)
 	more := make([]byte, 2*mib)
 	rand.Read(more)
-	err = c.WriteAt(ctx, "f", more, 2*mib, (&remote{}).fetch)
+	err = c.WriteAt(ctx, "f", more, 2*mib, (&remote{}).Fetch)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a write with nothing to evict: %v, want ENOSPC", err)
 	}
-	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{0, 2 * mib}) {
+	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{Off: 0, Len: 2 * mib}) {
 		t.Errorf("dirty ranges after the refused write: %v, want [0, 2 MiB)", d)
 	}
 	if _, size, _ := c.Version("f"); size != 2*mib {
@@ -175,7 +175,7 @@ func TestFullDiskWithNothingToEvictRefusesAndChangesNothing(t *testing.T) {
 		t.Errorf("dirty bytes after the refused write: %d, want %d", got, 2*mib)
 	}
 	got := make([]byte, 2*mib)
-	if _, err := c.ReadAt(ctx, "f", got, 0, (&remote{}).fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(ctx, "f", got, 0, (&remote{}).Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, old) {
@@ -192,10 +192,10 @@ func TestFullDiskWithNothingToEvictRefusesAndChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = open(t, dir, Options{BlockSize: mib, DiskBytes: 8 * mib, MemoryBytes: -1})
-	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{0, 2 * mib}) {
+	if d := c.Dirty("f"); len(d) != 1 || d[0] != (Range{Off: 0, Len: 2 * mib}) {
 		t.Errorf("dirty ranges after a restart: %v, want [0, 2 MiB)", d)
 	}
-	if _, err := c.ReadAt(ctx, "f", got, 0, (&remote{}).fetch); err != nil && err != io.EOF {
+	if _, err := c.ReadAt(ctx, "f", got, 0, (&remote{}).Fetch); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, old) {
@@ -221,7 +221,7 @@ func TestDefaultBoundIsAShareOfTheFreeSpace(t *testing.T) {
 	data := make([]byte, 8*mib)
 	rand.Read(data)
 	c.Validate("f", 1, 0, "/d/f")
-	if err := c.WriteAt(context.Background(), "f", data, 0, (&remote{}).fetch); err != nil {
+	if err := c.WriteAt(context.Background(), "f", data, 0, (&remote{}).Fetch); err != nil {
 		c.Close()
 		t.Fatal(err)
 	}
@@ -247,21 +247,21 @@ func TestAheadNamesTheOldestDirtyBlocks(t *testing.T) {
 	c.Validate("f", 1, 0, "/d/f")
 	// Blocks 4..7 first, then 0..1: 4..7 are the oldest.
 	for _, w := range []struct{ off, n int64 }{{4 * bs, 4 * bs}, {0, 2 * bs}} {
-		if err := c.WriteAt(ctx, "f", make([]byte, w.n), w.off, (&remote{}).fetch); err != nil {
+		if err := c.WriteAt(ctx, "f", make([]byte, w.n), w.off, (&remote{}).Fetch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if rs := c.Ahead("f", bs-100); len(rs) != 0 {
 		t.Fatalf("6 dirty blocks of a limit of 8, a write of one more: told to send %v already", rs)
 	}
-	if err := c.WriteAt(ctx, "f", make([]byte, 100), 2*bs, (&remote{}).fetch); err != nil {
+	if err := c.WriteAt(ctx, "f", make([]byte, 100), 2*bs, (&remote{}).Fetch); err != nil {
 		t.Fatal(err)
 	}
 	rs := c.Ahead("f", bs)
-	if len(rs) != 1 || rs[0] != (Range{4 * bs, 2 * bs}) {
+	if len(rs) != 1 || rs[0] != (Range{Off: 4 * bs, Len: 2 * bs}) {
 		t.Fatalf("told to send %v, want the oldest blocks, [%d, %d)", rs, 4*bs, 6*bs)
 	}
-	if all := c.Oldest("f", 100); len(all) != 2 || all[0] != (Range{0, 2 * bs}) || all[1] != (Range{4 * bs, 4 * bs}) {
+	if all := c.Oldest("f", 100); len(all) != 2 || all[0] != (Range{Off: 0, Len: 2 * bs}) || all[1] != (Range{Off: 4 * bs, Len: 4 * bs}) {
 		t.Fatalf("every block but the newest: %v, want [0, %d) and [%d, %d)", all, 2*bs, 4*bs, 8*bs)
 	}
 	c.MarkClean("f", rs, AllWrites, 2, 0)
@@ -290,7 +290,7 @@ func TestAddsDirty(t *testing.T) {
 	if got := c.AddsDirty("f", 10, 100); got != bs {
 		t.Errorf("a write into a clean block adds %d, want %d", got, bs)
 	}
-	if err := c.WriteAt(ctx, "f", make([]byte, bs), bs+10, (&remote{}).fetch); err != nil {
+	if err := c.WriteAt(ctx, "f", make([]byte, bs), bs+10, (&remote{}).Fetch); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.DirtyBytesOf("f"); got != 2*bs {

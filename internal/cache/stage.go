@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/dio"
 )
 
@@ -15,7 +16,7 @@ import (
 // the disk writer. When the writer is behind, the block stays in memory
 // only: it is a cache, and readers must not wait for the disk.
 // It reports false, caching nothing, if the entry changed since gen.
-func (c *Cache) stage(e *entry, key string, idx int64, blk *block, gen uint64, sum *sumSlot) bool {
+func (c *Cache) stage(e *entry, key string, idx int64, blk *block, gen uint64, sum *blockcache.Sum) bool {
 	if !c.hold(e, key, idx, blk, gen, sum) {
 		return false
 	}
@@ -32,7 +33,7 @@ func (c *Cache) stage(e *entry, key string, idx int64, blk *block, gen uint64, s
 // false, holding nothing, if the entry changed since gen.
 // sum, if not nil, may carry the block's CRC32C. The memory layer and the
 // queue hold blk for themselves.
-func (c *Cache) hold(e *entry, key string, idx int64, blk *block, gen uint64, sum *sumSlot) bool {
+func (c *Cache) hold(e *entry, key string, idx int64, blk *block, gen uint64, sum *blockcache.Sum) bool {
 	e.mu.Lock()
 	if e.gen.Load() != gen {
 		e.mu.Unlock()
@@ -50,8 +51,8 @@ func (c *Cache) hold(e *entry, key string, idx int64, blk *block, gen uint64, su
 		e.pending = make(map[int64]staged)
 	}
 	st := staged{blk: blk.hold()}
-	if sum != nil && sum.ok && sum.n == len(blk.b) {
-		st.sum, st.summed = sum.crc, true
+	if sum != nil && sum.OK && sum.N == len(blk.b) {
+		st.sum, st.summed = sum.CRC, true
 	}
 	if old := e.pending[idx].blk; old != nil {
 		old.release()
@@ -142,26 +143,6 @@ func (c *Cache) writeStaged(id blockID) {
 	e.mu.Unlock()
 	c.touch(id.key)
 	c.evict()
-}
-
-// sumSlot carries the CRC32C of a fetched block back from a Fetcher that
-// knows it (the sum the bytes were checked against on the wire), so that
-// the cache need not compute it again (see ReportSum).
-type sumSlot struct {
-	n   int
-	crc uint32
-	ok  bool
-}
-
-type sumKey struct{}
-
-// ReportSum tells the cache, from inside a Fetcher, that the first n bytes
-// it read have the CRC32C sum. A Fetcher that does not call it costs the
-// cache a pass over the block to compute it.
-func ReportSum(ctx context.Context, n int, sum uint32) {
-	if s, ok := ctx.Value(sumKey{}).(*sumSlot); ok {
-		*s = sumSlot{n: n, crc: sum, ok: true}
-	}
 }
 
 // Slice returns the bytes of key at [off, off+n) without copying when they

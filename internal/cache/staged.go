@@ -8,16 +8,6 @@ package cache
 // record keeps the stage's name and the staged ranges, so that an agent
 // restarted finds its stage again.
 
-// StageInfo is what the index records of a file's stage.
-type StageInfo struct {
-	Name   string  // "" if none
-	Staged []Range // sent ahead: no longer dirty
-	Sent   []Range // dirty ranges in the stage, unchanged since
-	// Stale: the file was cut at StaleFrom since the stage began.
-	Stale     bool
-	StaleFrom int64
-}
-
 // Stage returns what the index records of key's stage.
 func (c *Cache) Stage(key string) StageInfo {
 	var si StageInfo

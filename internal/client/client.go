@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"pando.dev/pando/internal/remote"
 	"path"
 	"strings"
 	"sync"
@@ -239,12 +240,7 @@ func (c *Client) ControllerCall(ctx context.Context, op wire.Op, req, resp any) 
 }
 
 // Loc is a global path resolved to a place in a share.
-type Loc struct {
-	Global string // cleaned global path
-	Prefix string // mount prefix; "" for a synthetic directory above mounts
-	Share  string
-	Rel    string // share-relative path
-}
+type Loc = remote.Loc
 
 // Clean turns "/uva/x", "uva/x" or "pando://uva/x" into the cleaned global
 // path "/uva/x". It refuses other URL schemes.
@@ -306,9 +302,7 @@ func (c *Client) forgetMounts() {
 }
 
 // under reports whether p is prefix or below it, component-wise.
-func under(p, prefix string) bool {
-	return p == prefix || prefix == "/" || strings.HasPrefix(p, prefix+"/")
-}
+func under(p, prefix string) bool { return remote.Under(p, prefix) }
 
 // Locate resolves a global path against the mount table, to the primary
 // location of the mount that holds it.
@@ -351,26 +345,12 @@ func (c *Client) mountOf(ctx context.Context, gpath string) (string, *wire.Mount
 	if err != nil {
 		return "", nil, err
 	}
-	var best *wire.MountEntry
-	for i := range mounts {
-		m := &mounts[i]
-		if under(g, m.Prefix) && (best == nil || len(m.Prefix) > len(best.Prefix)) {
-			best = m
-		}
-	}
-	return g, best, nil
+	return g, remote.MountOf(mounts, g), nil
 }
 
 // joinRel is the share-relative path of global path g, below mount
 // prefix, at a location whose share path stands for prefix.
-func joinRel(sharePath, g, prefix string) string {
-	rel := strings.TrimPrefix(strings.TrimPrefix(g, prefix), "/")
-	rel = strings.Trim(path.Join(sharePath, rel), "/")
-	if rel == "." {
-		rel = ""
-	}
-	return rel
-}
+func joinRel(sharePath, g, prefix string) string { return remote.RelPath(sharePath, g, prefix) }
 
 // target returns a resolution (share addresses and token) for prefix. A
 // token past renewAt of its life is renewed in the background and used

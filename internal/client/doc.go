@@ -2,7 +2,9 @@
 // agent, gateways): it resolves global paths through the controller, keeps
 // the signed tokens it gets for each mount prefix, keeps connections to the
 // shares (a control channel and data channels per share), and runs file
-// operations on them.
+// operations on them. The vfs holds it through the interfaces of
+// internal/remote: a *Client is a remote.Namespace, and Data(c) is its
+// remote.Data.
 //
 // Client is the data path: resolving paths and running file operations.
 // The domain's administration (mounts, shares, users, ACLs, credentials,

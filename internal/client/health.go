@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"pando.dev/pando/internal/remote"
 	"slices"
 	"sync"
 	"time"
@@ -35,14 +36,7 @@ const (
 )
 
 // HealthEvent says that a share went down or came back.
-type HealthEvent struct {
-	Share string
-	Up    bool
-	// Since is when the share went down (for an Up event too: the
-	// outage lasted until now).
-	Since time.Time
-	Err   error // the cause (Up: nil)
-}
+type HealthEvent = remote.HealthEvent
 
 // ShareHealth is what the client knows of a share's reachability.
 type ShareHealth = wire.ShareHealth

@@ -80,7 +80,7 @@ func named(err error, loc Loc) error {
 		cp.Message = strings.Replace(cp.Message, " /"+loc.Rel+":", " "+loc.Global+":", 1)
 		cp.Message = strings.Replace(cp.Message, "/"+loc.Rel+" is outside", loc.Global+" is outside", 1)
 		if len(we.Paths) > 0 {
-			cp.Message = loc.globals(we.Paths).Replace(cp.Message)
+			cp.Message = globals(loc, we.Paths).Replace(cp.Message)
 		}
 		return &cp
 	}
@@ -89,7 +89,7 @@ func named(err error, loc Loc) error {
 
 // globals shows the share-relative paths of a message (wire.Error.Paths)
 // as global paths, those of the share's part that loc's prefix mounts.
-func (loc Loc) globals(paths []string) *strings.Replacer {
+func globals(loc Loc, paths []string) *strings.Replacer {
 	tail := strings.TrimPrefix(strings.TrimPrefix(loc.Global, loc.Prefix), "/")
 	base, ok := strings.CutSuffix(loc.Rel, tail)
 	base = strings.TrimSuffix(base, "/")

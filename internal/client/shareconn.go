@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"pando.dev/pando/internal/remote"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,7 @@ func (s *shareConn) dial(ctx context.Context, t *target, channel byte) (*rpc.Con
 
 // ErrUnreachable matches errors of shares that could not be reached: a new
 // attempt later may succeed.
-var ErrUnreachable = errors.New("share unreachable")
+var ErrUnreachable = remote.ErrUnreachable
 
 // UnreachableError says which share could not be reached, and why.
 type UnreachableError struct {

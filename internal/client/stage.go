@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"pando.dev/pando/internal/remote"
 	"sync/atomic"
 
 	"pando.dev/pando/internal/rpc"
@@ -59,10 +60,7 @@ func (s *Stage) Detach(ctx context.Context) error {
 // becomes Size (or, with KeepLonger, stays larger if it is) and its
 // modification time Mtime (unix ns, if not 0); with Sync, every step is
 // durable at the share.
-type Commit struct {
-	Size, Mtime      int64
-	KeepLonger, Sync bool
-}
+type Commit = remote.Commit
 
 // Commit applies the stage to its file and returns the file's attributes
 // afterwards. It fails with the file unchanged when the share lacks room

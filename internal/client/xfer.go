@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"pando.dev/pando/internal/remote"
 	"sync"
 	"time"
 
@@ -51,9 +52,7 @@ func InFlight(streams int) int {
 const MaxInFlight = 64 << 20
 
 // Extent is a byte range of a file.
-type Extent struct {
-	Off, Len int64
-}
+type Extent = remote.Extent
 
 // WriteExtents sends the bytes of exts, which read copies out of the
 // caller's store (returning fewer bytes only at its end), in requests of
@@ -84,7 +83,7 @@ func (f *File) WriteExtents(ctx context.Context, exts []Extent, read func(p []by
 	var (
 		mu   sync.Mutex
 		last wire.Attr
-		est  PathEstimate
+		est  remote.PathEstimate
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	var rerr error

@@ -40,6 +40,7 @@ import (
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/nfs"
+	"pando.dev/pando/internal/private"
 	"pando.dev/pando/internal/vfs"
 	"pando.dev/pando/internal/web"
 	"pando.dev/pando/internal/wire"
@@ -89,9 +90,10 @@ type Gateway struct {
 }
 
 type userFS struct {
-	*vfs.Private
-	used time.Time
-	refs int
+	*private.Private
+	cache *cache.Cache // the Private's, for the gateway's figures
+	used  time.Time
+	refs  int
 }
 
 // ErrNotGateway: the credentials given are not a gateway's.
@@ -255,11 +257,16 @@ func (g *Gateway) acquire(ctx context.Context, user string) (*userFS, error) {
 	g.evictLocked()
 	copts := g.cfg.Cache
 	copts.Dir = filepath.Join(g.cfg.Cache.Dir, "users", user)
-	p, err := vfs.OpenPrivate(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}, copts, g.cfg.VFS, g.cfg.Log)
+	copts.Log = g.cfg.Log
+	ch, err := cache.Open(copts)
 	if err != nil {
 		return nil, err
 	}
-	u := &userFS{Private: p, used: time.Now(), refs: 1}
+	p, err := private.Open(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}, ch, g.cfg.VFS, g.cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	u := &userFS{Private: p, cache: ch, used: time.Now(), refs: 1}
 	g.users[user] = u
 	return u, nil
 }
@@ -369,7 +376,7 @@ func (g *Gateway) Stats() Stats {
 		for k, n := range u.Client().Counts() {
 			s.RPCs[k] += n
 		}
-		cs := u.Cache().Stats()
+		cs := u.cache.Stats()
 		s.Cache.Hits += cs.Hits
 		s.Cache.Misses += cs.Misses
 		s.Cache.Fetches += cs.Fetches

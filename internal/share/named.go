@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
@@ -184,7 +185,7 @@ func (s *Server) stageRoom(h *handle, off, n int64) error {
 		before += r.Len
 	}
 	var after int64
-	for _, r := range mergeRange(ns.ranges, wire.ByteRange{Off: off, Len: n}) {
+	for _, r := range remote.AddRange(ns.ranges, wire.ByteRange{Off: off, Len: n}) {
 		after += r.Len
 	}
 	ns.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
@@ -56,12 +57,12 @@ func (st *stage) wrote(off, n int64) {
 	if ns := st.named; ns != nil {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
-		ns.ranges = mergeRange(ns.ranges, wire.ByteRange{Off: off, Len: n})
+		ns.ranges = remote.AddRange(ns.ranges, wire.ByteRange{Off: off, Len: n})
 		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.ranges = mergeRange(st.ranges, wire.ByteRange{Off: off, Len: n})
+	st.ranges = remote.AddRange(st.ranges, wire.ByteRange{Off: off, Len: n})
 }
 
 // written returns the ranges written so far.
@@ -74,23 +75,6 @@ func (st *stage) written() []wire.ByteRange {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return slices.Clone(st.ranges)
-}
-
-// mergeRange adds r to the sorted, disjoint rs.
-func mergeRange(rs []wire.ByteRange, r wire.ByteRange) []wire.ByteRange {
-	out := make([]wire.ByteRange, 0, len(rs)+1)
-	for _, x := range rs {
-		if x.Off+x.Len < r.Off || r.Off+r.Len < x.Off {
-			out = append(out, x)
-			continue
-		}
-		end := max(x.Off+x.Len, r.Off+r.Len)
-		r.Off = min(x.Off, r.Off)
-		r.Len = end - r.Off
-	}
-	out = append(out, r)
-	slices.SortFunc(out, func(a, b wire.ByteRange) int { return int(min(max(a.Off-b.Off, -1), 1)) })
-	return out
 }
 
 // release closes the handle's files; a stage not committed is removed.

@@ -7,7 +7,7 @@ import (
 	"math"
 	"syscall"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 )
 
 // Sending ahead. Unsent data may fill half the cache's disk bound
@@ -32,7 +32,7 @@ func (h *Handle) makeRoom(ctx context.Context, n int64) error {
 // sendAhead sends the dirty ranges rs of h's file to the share, with the
 // file's writes held off meanwhile (a write between the send and the
 // marking clean would be lost).
-func (h *Handle) sendAhead(ctx context.Context, rs []cache.Range) error {
+func (h *Handle) sendAhead(ctx context.Context, rs []blockcache.Range) error {
 	v := h.v
 	if d := v.delegFor(h.path, h.key); d != nil {
 		// One write-back of a delegated file at a time.
@@ -42,7 +42,7 @@ func (h *Handle) sendAhead(ctx context.Context, rs []cache.Range) error {
 	release := v.cache.HoldWrites(h.key)
 	defer release()
 	// Still dirty: a close may have sent them since they were chosen.
-	var todo []cache.Range
+	var todo []blockcache.Range
 	for _, r := range rs {
 		todo = append(todo, clipTo(r, v.cache.Dirty(h.key))...)
 	}
@@ -61,11 +61,11 @@ func (h *Handle) sendAhead(ctx context.Context, rs []cache.Range) error {
 }
 
 // clipTo returns the parts of r that lie in the ranges rs.
-func clipTo(r cache.Range, rs []cache.Range) []cache.Range {
-	var out []cache.Range
+func clipTo(r blockcache.Range, rs []blockcache.Range) []blockcache.Range {
+	var out []blockcache.Range
 	for _, d := range rs {
 		if lo, hi := max(r.Off, d.Off), min(r.End(), d.End()); lo < hi {
-			out = append(out, cache.Range{Off: lo, Len: hi - lo})
+			out = append(out, blockcache.Range{Off: lo, Len: hi - lo})
 		}
 	}
 	return out

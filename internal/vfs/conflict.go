@@ -61,7 +61,7 @@ func (v *FS) writeLocalVersion(ctx context.Context, key, name string, mode uint3
 	_, _ = rand.Read(rnd[:])
 	dir, base := path.Split(name)
 	tmp := dir + "." + base[:min(len(base), 200)] + ".pando-conflict-" + hex.EncodeToString(rnd[:])
-	f, err := v.c.Create(ctx, tmp, wire.OpenWrite|wire.OpenExcl, mode)
+	f, err := v.data.Create(ctx, tmp, wire.OpenWrite|wire.OpenExcl, mode)
 	if err != nil {
 		return "", false, fmt.Errorf("creating a copy of %s beside it: %w", name, err)
 	}

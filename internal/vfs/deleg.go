@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -18,7 +18,7 @@ import (
 // grants one with a writable open, no other agent has the file open and
 // none will use it without the share recalling the delegation first, so
 // this agent keeps the file's writes to itself: close returns once the data
-// is in the persistent cache. The data goes to the share when the share
+// is in the persistent blockcache. The data goes to the share when the share
 // recalls the delegation (the range the other agent wants first, then the
 // rest), backDelay after the last close, before an unlink or rename of the
 // file through this agent, and when the agent stops. The delegation is
@@ -58,7 +58,7 @@ func (v *FS) openFlags(p string, flags uint32) uint32 {
 }
 
 // noteDeleg records the delegation the share granted with f, if any.
-func (v *FS) noteDeleg(p, key string, f *client.File) {
+func (v *FS) noteDeleg(p, key string, f remote.File) {
 	if f == nil || !f.Deleg() {
 		return
 	}
@@ -254,16 +254,16 @@ func (v *FS) dropDeleg(d *wdeleg) {
 // share, and other agents would see another mtime than this one's programs
 // saw): the share's file is the old version until all of it is there, and
 // stays so if the write-back fails. The ranges were dirty at mark
-// (cache.DirtyAt): what the file's programs write meanwhile stays dirty.
+// (blockcache.DirtyAt): what the file's programs write meanwhile stays dirty.
 // first, if set (a recall), runs once the data is committed, with nothing
 // left pending.
-func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, mark uint64, first func(rest []cache.Range) error) error {
+func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []blockcache.Range, mark uint64, first func(rest []blockcache.Range) error) error {
 	stage, _ := v.cache.StageOf(d.key)
 	if len(ranges) == 0 && first == nil && !v.cache.IsCut(d.key) && stage == "" {
 		return nil
 	}
 	drops := v.dropCount()
-	f, err := v.c.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite)
+	f, err := v.data.Open(ctx, d.g, wire.OpenRead|wire.OpenWrite)
 	if err != nil {
 		return fmt.Errorf("writing %s back to its share: %w", d.g, err)
 	}
@@ -279,7 +279,7 @@ func (v *FS) writeRanges(ctx context.Context, d *wdeleg, ranges []cache.Range, m
 		if mtime < 0 {
 			mtime = 0
 		}
-		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, client.Commit{Size: size, Mtime: mtime}, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
+		a, err = v.commitRanges(ctx, d.key, d.g, f, ranges, remote.Commit{Size: size, Mtime: mtime}, fetch, func() { fault.Crash("vfs.deleg.sent-block") })
 		if err != nil {
 			return err
 		}

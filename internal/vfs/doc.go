@@ -1,14 +1,22 @@
 // Package vfs presents the global namespace as a file system: path
 // resolution, attributes and listings cached in memory and in the cache's
 // index, open/close semantics over the block cache, the write modes, and
-// the recovery of data not yet sent. It does not import FUSE; edges (the
-// FUSE mount, the HTTP, WebDAV, S3 and NFS gateways) translate its errors,
+// the recovery of data not yet sent. It holds the block cache as a
+// blockcache.Cache, which its caller opens. It does not import FUSE; edges
+// (the FUSE mount, the HTTP, WebDAV, S3 and NFS gateways) translate its errors,
 // which are *wire.Error values or syscall errnos, at their boundary.
 // Every edge holds an open file as a File (file.go): reads and writes at
 // an offset or a cursor, and the one rule for reading straight from the
 // cache's data file. What edges ask of the namespace beside files comes
 // in the vfs's or wire's types, never the client's or the cache's
 // (internal/layers checks it).
+//
+// It reaches the shares only through the two interfaces of
+// internal/remote that New takes: a remote.Namespace (where paths live,
+// attributes, listings, invalidations, delegations, the calls that change
+// names) and a remote.Data (files opened at their locations). The agent
+// and the gateway (internal/private) pass internal/client's for one
+// domain; a decorator of either goes between without a change here.
 //
 // Whether what is cached may be used, how long the kernel may keep it and
 // what a change does are decided by the path's consistency rule

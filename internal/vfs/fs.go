@@ -13,16 +13,17 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/consistency"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
 // FS is the namespace as a file system. It is safe for concurrent use.
 type FS struct {
-	c     *client.Client
-	cache *cache.Cache
+	c     remote.Namespace // names: where paths live, attributes, listings, changes
+	data  remote.Data      // bytes: files opened at their locations
+	cache blockcache.Cache
 	opts  Options
 
 	mu sync.Mutex
@@ -154,8 +155,10 @@ type attrEntry struct {
 	neg bool // the path does not exist
 }
 
-// New makes a file system over a client and a cache.
-func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
+// New makes a file system over a namespace, a data path and a blockcache. The
+// namespace's health hook is the file system's from now on (it logs each
+// share going down or coming back).
+func New(ns remote.Namespace, data remote.Data, ch blockcache.Cache, opts Options) *FS {
 	if opts.Consistency == (consistency.Consistency{}) {
 		opts.Consistency = consistency.Default
 	}
@@ -172,11 +175,11 @@ func New(c *client.Client, ch *cache.Cache, opts Options) *FS {
 	if opts.MetaEntries <= 0 {
 		opts.MetaEntries = DefaultMetaEntries
 	}
-	v := &FS{c: c, cache: ch, opts: opts, metaCache: newMetaCache(opts.MetaEntries), opened: make(map[string]uint64),
+	v := &FS{c: ns, data: data, cache: ch, opts: opts, metaCache: newMetaCache(opts.MetaEntries), opened: make(map[string]uint64),
 		opening: make(map[string]map[*Handle]struct{}), pollers: make(map[string]*poller), wdelegs: make(map[string]*wdeleg),
 		asking: make(map[delegFile]*askingDeleg), aheadQ: make(chan aheadJob, listAheadQueue), quit: make(chan struct{}), log: opts.Log, started: time.Now()}
 	v.aheadCtx, v.aheadStop = context.WithCancel(context.Background())
-	c.SetHealthHook(v.logHealth)
+	ns.SetHealthHook(v.logHealth)
 	return v
 }
 
@@ -204,10 +207,10 @@ func (v *FS) forget(p string) {
 	v.dirs.del(path.Dir(p))
 	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaAttr, p, nil)
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
-	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, path.Dir(p), nil)
 }
 
 // forgetLinks drops the cached attributes of every other name of a file
@@ -229,7 +232,7 @@ func (v *FS) forgetLinks(a wire.Attr) {
 	})
 	v.mu.Unlock()
 	for _, k := range names {
-		v.cache.PutMeta(cache.MetaAttr, k, nil)
+		v.cache.PutMeta(blockcache.MetaAttr, k, nil)
 	}
 }
 
@@ -242,10 +245,10 @@ func (v *FS) forgetTree(p string) {
 	v.dirs.del(path.Dir(p))
 	v.attrs.del(path.Dir(p))
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaAttr, p, nil)
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, path.Dir(p), nil)
-	v.cache.PutMeta(cache.MetaAttr, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, path.Dir(p), nil)
+	v.cache.PutMeta(blockcache.MetaAttr, path.Dir(p), nil)
 }
 
 func (v *FS) setAttr(p string, a wire.Attr) {
@@ -298,13 +301,13 @@ func (v *FS) dropCount() uint64 {
 
 func (v *FS) persistAttr(p string, a wire.Attr) {
 	if b, err := wire.Marshal(a); err == nil {
-		v.cache.PutMeta(cache.MetaAttr, p, b)
+		v.cache.PutMeta(blockcache.MetaAttr, p, b)
 	}
 }
 
 // persisted returns what an earlier run knew about p.
 func (v *FS) persistedAttr(p string) (wire.Attr, bool) {
-	b := v.cache.GetMeta(cache.MetaAttr, p)
+	b := v.cache.GetMeta(blockcache.MetaAttr, p)
 	var a wire.Attr
 	if b == nil || wire.Unmarshal(b, &a) != nil {
 		return a, false
@@ -440,11 +443,11 @@ func (v *FS) follow(key, p string, a wire.Attr, g uint64) {
 	v.mu.Unlock()
 }
 
-// Creator is who a new entry belongs to (see client.Creator); the mount
+// Creator is who a new entry belongs to (see remote.Creator); the mount
 // names it for each request it makes on a local user's behalf.
 type Creator struct{ Owner, Group string }
 
 // WithCreator returns ctx carrying the creator of what a request makes.
 func WithCreator(ctx context.Context, c Creator) context.Context {
-	return client.WithCreator(ctx, client.Creator(c))
+	return remote.WithCreator(ctx, remote.Creator(c))
 }

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/blockcache"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -28,14 +28,14 @@ type Handle struct {
 
 	openMu   sync.Mutex // held while a share handle is opened
 	mu       sync.Mutex
-	remote   *client.File // opened on first need
-	reader   *client.File // a second, read-only handle when remote cannot read
+	remote   remote.File // opened on first need
+	reader   remote.File // a second, read-only handle when remote cannot read
 	rflags   uint32
 	dirty    bool
 	lastEnd  int64               // end of the last read, to detect sequential access
 	ahead    int64               // first block not yet asked for by read-ahead
 	raBusy   int                 // read-ahead fetches under way
-	est      client.PathEstimate // the path to the share, from this handle's fetches
+	est      remote.PathEstimate // the path to the share, from this handle's fetches
 	ra       sync.WaitGroup      // read-ahead under way
 	opening  chan struct{}       // closed when the share handle opened at Open is ready
 	attr     wire.Attr           // the file's attributes when it was opened
@@ -163,7 +163,7 @@ func (v *FS) Create(ctx context.Context, p string, flags, mode uint32) (*Handle,
 	of := v.openFlags(p, wf)
 	done := v.askDeleg(ctx, p, of)
 	defer done()
-	f, err := v.c.Create(ctx, p, of, mode&0o7777)
+	f, err := v.data.Create(ctx, p, of, mode&0o7777)
 	if err != nil {
 		v.forget(p)
 		return nil, wire.Attr{}, err
@@ -195,7 +195,7 @@ type changedError struct {
 
 func (e *changedError) Error() string { return "the file changed at its share while it was read" }
 
-// fetch reads remote bytes for the cache.
+// fetch reads remote bytes for the blockcache.
 func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 	h.waitOpen(ctx)
 	f, err := h.remoteFile(ctx, false)
@@ -221,11 +221,11 @@ func (h *Handle) fetch(ctx context.Context, p []byte, off int64) (int, error) {
 			h.est.Sample(time.Since(t0), d0, int64(n))
 		}
 		if summed {
-			cache.ReportSum(ctx, n, sum)
+			blockcache.ReportSum(ctx, n, sum)
 		}
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})) > 0 {
+		if name, staged := h.v.cache.StageOf(h.key); name != "" && len(clipAll(staged, blockcache.Range{Off: off, Len: int64(len(p))})) > 0 {
 			// Sent ahead and evicted since: the stage holds it.
 			wf, werr := h.remoteFile(ctx, true)
 			if werr != nil {
@@ -374,7 +374,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		h.v.cache.MarkClean(h.key, []cache.Range{{Off: off, Len: int64(len(p))}}, cache.AllWrites, a.Version, a.Size)
+		h.v.cache.MarkClean(h.key, []blockcache.Range{{Off: off, Len: int64(len(p))}}, blockcache.AllWrites, a.Version, a.Size)
 		h.v.setOwn(h.path, a, d)
 		return n, nil
 	}
@@ -469,15 +469,15 @@ func (h *Handle) Getattr(ctx context.Context) (wire.Attr, error) {
 		// attributes. With an older, larger size, the kernel's read-ahead
 		// would ask past the new end and zero-fill what the shorter file
 		// does not have. The read would wait for the share handle anyway.
-		if remote := h.openedRemote(ctx); remote != nil {
-			if ra := remote.Attr(); ra.Ino == a.Ino && ra.Version > a.Version {
+		if rf := h.openedRemote(ctx); rf != nil {
+			if ra := rf.Attr(); ra.Ino == a.Ino && ra.Version > a.Version {
 				a = ra
 			}
 		}
 	}
 	if !cached {
-		if remote := h.openedRemote(ctx); remote != nil {
-			a, err = remote.Stat(ctx)
+		if rf := h.openedRemote(ctx); rf != nil {
+			a, err = rf.Stat(ctx)
 		} else {
 			a = h.attr // no share handle (it could not be opened), and the path names another file
 		}
@@ -531,10 +531,10 @@ func (h *Handle) Fsync(ctx context.Context) error {
 		return err
 	}
 	h.mu.Lock()
-	remote := h.remote
+	rf := h.remote
 	h.mu.Unlock()
-	if remote != nil && remote.Attr().Ino != 0 {
-		return remote.Sync(ctx)
+	if rf != nil && rf.Attr().Ino != 0 {
+		return rf.Sync(ctx)
 	}
 	return nil
 }
@@ -553,11 +553,11 @@ func (h *Handle) Release(ctx context.Context) error {
 	h.ra.Wait()     // read-ahead uses the share handles closed below
 	h.openMu.Lock() // and no open is under way
 	h.mu.Lock()
-	remote, reader := h.remote, h.reader
+	rf, reader := h.remote, h.reader
 	h.remote, h.reader = nil, nil
 	h.mu.Unlock()
 	h.openMu.Unlock()
-	for _, f := range []*client.File{remote, reader} {
+	for _, f := range []remote.File{rf, reader} {
 		if f != nil {
 			f.Close(ctx)
 		}

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/wire"
 )
@@ -73,13 +73,13 @@ func (v *FS) made(p string, a wire.Attr, d uint64) {
 		}
 	}
 	v.mu.Unlock()
-	v.cache.PutMeta(cache.MetaDir, p, nil)
-	v.cache.PutMeta(cache.MetaDir, dir, nil)
-	v.cache.PutMeta(cache.MetaAttr, dir, nil)
+	v.cache.PutMeta(blockcache.MetaDir, p, nil)
+	v.cache.PutMeta(blockcache.MetaDir, dir, nil)
+	v.cache.PutMeta(blockcache.MetaAttr, dir, nil)
 	if own {
 		v.persistAttr(p, a)
 	} else {
-		v.cache.PutMeta(cache.MetaAttr, p, nil)
+		v.cache.PutMeta(blockcache.MetaAttr, p, nil)
 	}
 }
 
@@ -91,7 +91,7 @@ type listing struct {
 }
 
 func (v *FS) persistedListing(p string) (listing, bool) {
-	b := v.cache.GetMeta(cache.MetaDir, p)
+	b := v.cache.GetMeta(blockcache.MetaDir, p)
 	var l listing
 	if b == nil || wire.Unmarshal(b, &l) != nil {
 		return l, false
@@ -265,7 +265,7 @@ func (v *FS) fetchListing(ctx context.Context, p string, pol consistency.Rule) (
 	if dirAttr.Ino != 0 {
 		if keep {
 			if b, err := wire.Marshal(listing{Dir: dirAttr, Entries: entries}); err == nil {
-				v.cache.PutMeta(cache.MetaDir, p, b)
+				v.cache.PutMeta(blockcache.MetaDir, p, b)
 			}
 		}
 		v.setFetched(p, dirAttr, g)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/consistency"
 	"pando.dev/pando/internal/testenv"
@@ -52,7 +53,8 @@ func TestListingBringsSmallFiles(t *testing.T) {
 	}
 	// fetches counts what the block cache fetched from the share (reads,
 	// and the bytes an open brought).
-	fetches := func() int64 { return v.cache.Stats().Fetches }
+	ch := v.cache.(*cache.Cache) // newFSWith's
+	fetches := func() int64 { return ch.Stats().Fetches }
 
 	if _, err := v.ReadDir(ctx, "/uva/alpha/mod"); err != nil {
 		t.Fatal(err)

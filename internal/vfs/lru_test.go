@@ -3,9 +3,6 @@ package vfs
 import (
 	"fmt"
 	"testing"
-
-	"pando.dev/pando/internal/client"
-	"pando.dev/pando/internal/testenv"
 )
 
 // The bound holds: putting past it drops the least recently used entries
@@ -51,10 +48,8 @@ func TestLRUBound(t *testing.T) {
 // A file system with a small bound keeps no more metadata than it, and
 // a walk past the bound still sees everything.
 func TestMetaEntriesBound(t *testing.T) {
-	d := testenv.New(t, "uva")
-	root := d.AddShare("alpha")
-	dirs := walkTree(t, root, 20)
-	v, _ := newFSWith(t, d, client.Options{Streams: 1}, Options{MetaEntries: 50})
+	v, tr, _ := newMemFS(t, Options{MetaEntries: 50})
+	dirs := memWalkTree(t, tr, 20)
 	ctx := t.Context()
 	if n := walk(ctx, t, v, "/uva/alpha/t"); n != dirs*20 {
 		t.Fatalf("saw %d files; want %d", n, dirs*20)

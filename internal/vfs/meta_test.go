@@ -112,23 +112,20 @@ func TestWalkRoundTripsPerDirectory(t *testing.T) {
 // every file of a directory costs one request, and sees a change made at
 // the share.
 func TestStaleAttrsRevalidatedByDirectory(t *testing.T) {
-	d := testenv.New(t, "uva")
-	root := d.AddShare("alpha")
-	dir := filepath.Join(root, "src")
-	os.MkdirAll(dir, 0o755)
-	for k := range 8 {
-		os.WriteFile(filepath.Join(dir, fmt.Sprint("f", k)), []byte("x"), 0o644)
-	}
 	period := 300 * time.Millisecond
-	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: period}})
+	v, tr, c := newMemFS(t, Options{Consistency: consistency.Consistency{Mode: consistency.ModeWindow, Period: period}})
 	ctx := context.Background()
+	if _, err := tr.Mkdir(ctx, "/uva/alpha/src", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 8 {
+		memWrite(t, tr, fmt.Sprint("/uva/alpha/src/f", k), []byte("x"))
+	}
 	if _, err := v.ReadDir(ctx, "/uva/alpha/src"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(period + 100*time.Millisecond)
-	if err := os.WriteFile(filepath.Join(dir, "f3"), []byte("longer"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	memWrite(t, tr, "/uva/alpha/src/f3", []byte("longer"))
 	before := c.Counts()
 	for k := range 8 {
 		a, err := v.GetAttr(ctx, fmt.Sprint("/uva/alpha/src/f", k))
@@ -148,10 +145,8 @@ func TestStaleAttrsRevalidatedByDirectory(t *testing.T) {
 // invalidation came between them: then the second asks the share itself
 // (the first's answer may predate a change this agent has just made).
 func TestListingSharedUnlessInvalidated(t *testing.T) {
-	d := testenv.New(t, "uva")
-	root := d.AddShare("alpha")
-	os.WriteFile(filepath.Join(root, "real.c"), nil, 0o644)
-	v, c := newFSWith(t, d, client.Options{Streams: 1}, Options{})
+	v, tr, c := newMemFS(t, Options{})
+	memWrite(t, tr, "/uva/alpha/real.c", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const p = "/uva/alpha"

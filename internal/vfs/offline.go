@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -56,11 +56,11 @@ func ParseOffline(s string) (Offline, error) {
 const StaleXattr = "user.pando.stale"
 
 // unreachable reports whether err says a share could not be reached.
-func unreachable(err error) bool { return errors.Is(err, client.ErrUnreachable) }
+func unreachable(err error) bool { return errors.Is(err, remote.ErrUnreachable) }
 
 // ErrUnreachable is what an error wraps when a share could not be reached
 // (for an edge above the vfs to tell it).
-var ErrUnreachable = client.ErrUnreachable
+var ErrUnreachable = remote.ErrUnreachable
 
 // servesStale reports whether p's cached copy is served while its share
 // is unreachable.
@@ -203,7 +203,7 @@ func (v *FS) Shares() []ShareState {
 
 // logHealth writes the one line of a share's outage and the one of its
 // end.
-func (v *FS) logHealth(ev client.HealthEvent) {
+func (v *FS) logHealth(ev remote.HealthEvent) {
 	if ev.Up {
 		v.log.Warn("share reachable again; cached data is revalidated as usual", "share", ev.Share,
 			"down_for", time.Since(ev.Since).Round(time.Millisecond).String())

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -112,7 +112,7 @@ func (v *FS) persistEntries(p string, entries []wire.DirEntry) {
 	for _, e := range entries {
 		if e.Attr.Ino != 0 {
 			if b, err := wire.Marshal(e.Attr); err == nil {
-				v.cache.PutMeta(cache.MetaAttr, path.Join(p, e.Name), b)
+				v.cache.PutMeta(blockcache.MetaAttr, path.Join(p, e.Name), b)
 			}
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -150,7 +150,7 @@ func (v *FS) answerRecall(pl *poller, r wire.Recall) {
 	dirty, mark := v.cache.DirtyAt(d.key)
 	ranges := orderWanted(dirty, r)
 	v.log.Debug("write delegation recalled", "path", d.g, "want", r, "ranges", ranges)
-	err := v.writeRanges(ctx, d, ranges, mark, func(rest []cache.Range) error {
+	err := v.writeRanges(ctx, d, ranges, mark, func(rest []blockcache.Range) error {
 		pending := make([]wire.ByteRange, len(rest))
 		for i, x := range rest {
 			pending[i] = wire.ByteRange{Off: x.Off, Len: x.Len}
@@ -219,11 +219,11 @@ func reason(err error) string {
 
 // orderWanted returns the dirty ranges with the part the recall wants
 // first at the front (split at the wanted range's bounds).
-func orderWanted(ranges []cache.Range, r wire.Recall) []cache.Range {
+func orderWanted(ranges []blockcache.Range, r wire.Recall) []blockcache.Range {
 	if len(ranges) == 0 {
 		return nil
 	}
-	var head, rest []cache.Range
+	var head, rest []blockcache.Range
 	if r.Len > 0 {
 		wend := r.Off + r.Len
 		for _, x := range ranges {
@@ -232,12 +232,12 @@ func orderWanted(ranges []cache.Range, r wire.Recall) []cache.Range {
 				continue
 			}
 			lo, hi := max(x.Off, r.Off), min(x.End(), wend)
-			head = append(head, cache.Range{Off: lo, Len: hi - lo})
+			head = append(head, blockcache.Range{Off: lo, Len: hi - lo})
 			if x.Off < lo {
-				rest = append(rest, cache.Range{Off: x.Off, Len: lo - x.Off})
+				rest = append(rest, blockcache.Range{Off: x.Off, Len: lo - x.Off})
 			}
 			if x.End() > hi {
-				rest = append(rest, cache.Range{Off: hi, Len: x.End() - hi})
+				rest = append(rest, blockcache.Range{Off: hi, Len: x.End() - hi})
 			}
 		}
 	} else {
@@ -247,10 +247,10 @@ func orderWanted(ranges []cache.Range, r wire.Recall) []cache.Range {
 	if len(head) == 0 {
 		// Nothing wanted is dirty: the final size alone lets the other
 		// agent go ahead; send an empty head.
-		return append([]cache.Range{{}}, rest...)
+		return append([]blockcache.Range{{}}, rest...)
 	}
-	merged := cache.Range{Off: head[0].Off, Len: head[len(head)-1].End() - head[0].Off}
-	return append([]cache.Range{merged}, rest...)
+	merged := blockcache.Range{Off: head[0].Off, Len: head[len(head)-1].End() - head[0].Off}
+	return append([]blockcache.Range{merged}, rest...)
 }
 
 // reclaimDelegs runs after the share behind pl asked this agent to drop
@@ -281,7 +281,7 @@ func (v *FS) reclaim(d *wdeleg) {
 	// the reply (askDeleg), so that it is taken for the delegation held.
 	flags := wire.OpenRead | wire.OpenWrite | wire.OpenDeleg | wire.OpenReclaim
 	done := v.askDeleg(ctx, d.g, flags)
-	f, err := v.c.Open(ctx, d.g, flags)
+	f, err := v.data.Open(ctx, d.g, flags)
 	if err == nil {
 		defer f.Close(context.Background())
 		if f.Deleg() {

@@ -46,7 +46,7 @@ func userFS(t *testing.T, d *testenv.Domain, name, rights string, o Options) *FS
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	v := New(c, ch, o)
+	v := New(c, client.Data(c), ch, o)
 	t.Cleanup(v.Close)
 	return v
 }

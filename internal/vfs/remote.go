@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"time"
 
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -47,7 +47,7 @@ func (h *Handle) waitOpen(ctx context.Context) {
 
 // openedRemote waits for the background open and returns the share
 // handle, or nil if there is none (it could not be opened).
-func (h *Handle) openedRemote(ctx context.Context) *client.File {
+func (h *Handle) openedRemote(ctx context.Context) remote.File {
 	h.waitOpen(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -58,7 +58,7 @@ func (h *Handle) openedRemote(ctx context.Context) *client.File {
 // opening or reopening it as needed. Opens are serialised by openMu, and
 // h.mu is not held across their round trip: reads from the cache,
 // flushes and stats of the handle do not wait for the share.
-func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, error) {
+func (h *Handle) remoteFile(ctx context.Context, write bool) (remote.File, error) {
 	h.openMu.Lock()
 	defer h.openMu.Unlock()
 	h.mu.Lock()
@@ -69,7 +69,7 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 	}
 	if writeOnly {
 		// A write-only handle: read through a second one.
-		f, err := h.v.c.Open(ctx, h.path, wire.OpenRead)
+		f, err := h.v.data.Open(ctx, h.path, wire.OpenRead)
 		if err != nil {
 			return nil, err
 		}
@@ -87,14 +87,14 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 	if size := h.attr.Size; flags == wire.OpenRead && size > 0 && size <= firstMax && !h.v.cache.Present(h.key, 0) {
 		// A small file not cached: its bytes come with the open, and a
 		// cold read costs one round trip instead of two (see fetch).
-		f, err = h.v.c.OpenFirst(ctx, h.path, h.v.openFlags(h.path, flags), int(min(size, h.v.cache.BlockSize())))
+		f, err = h.v.data.OpenFirst(ctx, h.path, h.v.openFlags(h.path, flags), int(min(size, h.v.cache.BlockSize())))
 	} else {
-		f, err = h.v.c.Open(ctx, h.path, h.v.openFlags(h.path, flags))
+		f, err = h.v.data.Open(ctx, h.path, h.v.openFlags(h.path, flags))
 	}
 	if err != nil && flags&wire.OpenWrite != 0 {
 		// Write without read permission on the file itself.
 		flags = wire.OpenWrite
-		f, err = h.v.c.Open(ctx, h.path, h.v.openFlags(h.path, flags))
+		f, err = h.v.data.Open(ctx, h.path, h.v.openFlags(h.path, flags))
 		if wire.Permanent(err) {
 			// Writing is refused for good: writes through this handle
 			// fail from now on (see writable); reads go on through a
@@ -104,7 +104,7 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 			h.mu.Unlock()
 			if !write {
 				flags = wire.OpenRead
-				f, err = h.v.c.Open(ctx, h.path, flags)
+				f, err = h.v.data.Open(ctx, h.path, flags)
 			}
 		}
 	}
@@ -128,7 +128,7 @@ func (h *Handle) remoteFile(ctx context.Context, write bool) (*client.File, erro
 // held returns the open share handle that serves write, if there is one,
 // or whether the one missing is a second, read-only handle beside a
 // write-only one. h.mu is held.
-func (h *Handle) held(write bool) (f *client.File, writeOnly bool, err error) {
+func (h *Handle) held(write bool) (f remote.File, writeOnly bool, err error) {
 	switch {
 	case h.closed && h.remote == nil && h.reader == nil:
 		return nil, false, syscall.EBADF

@@ -408,7 +408,7 @@ func noFetch(context.Context, []byte, int64) (int, error) { return 0, errNotCach
 // shareHolds reports whether the file at name holds the dirty ranges of
 // key byte for byte.
 func (v *FS) shareHolds(ctx context.Context, key, name string) (bool, error) {
-	f, err := v.c.Open(ctx, name, wire.OpenRead)
+	f, err := v.data.Open(ctx, name, wire.OpenRead)
 	if err != nil {
 		return false, err
 	}

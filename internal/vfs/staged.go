@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"io"
 
-	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
 // Named stages. Data sent ahead of a close (ahead.go) goes to a stage at
 // the share named by this agent (wire.HandleReq.Name) and recorded in the
-// cache's index with the ranges staged (cache.StageOf), and the close's
+// cache's index with the ranges staged (blockcache.StageOf), and the close's
 // write-back sends the rest to the same stage and commits it: the share's
 // file is the old version until then, never a mix. The stage outlives the
 // agent's connection and a restart: each send attaches it anew, and the
@@ -29,7 +29,7 @@ import (
 //
 // A write-back of more than inlineMax goes through the file's named stage
 // too (made for it if there is none), in batches recorded in the index as
-// the share takes them (cache.MarkSent): a write-back cut short by a
+// the share takes them (blockcache.MarkSent): a write-back cut short by a
 // restart sends only what the stage lacks.
 
 // errStageLost says that data sent ahead is neither at the share nor in
@@ -49,7 +49,7 @@ func newStageName() string {
 
 // stageAhead sends the dirty ranges rs of h's file to its named stage,
 // made and recorded first if it has none, and marks them staged.
-func (v *FS) stageAhead(ctx context.Context, h *Handle, rs []cache.Range) error {
+func (v *FS) stageAhead(ctx context.Context, h *Handle, rs []blockcache.Range) error {
 	key, p := h.key, h.path
 	h.waitOpen(ctx)
 	name, staged := v.cache.StageOf(key)
@@ -100,14 +100,14 @@ func (v *FS) stageFailed(ctx context.Context, key, p string, base *wire.Attr, er
 // thrown away and errStageLost returned. A stage that holds what the
 // cache does not know of (the agent stopped between a send and its
 // record) keeps it: those ranges are still dirty here, and sent again.
-func (v *FS) attachStage(ctx context.Context, key, p string, f *client.File, name string, staged []cache.Range) (*client.Stage, []cache.Range, error) {
+func (v *FS) attachStage(ctx context.Context, key, p string, f remote.File, name string, staged []blockcache.Range) (remote.Stage, []blockcache.Range, error) {
 	st, err := f.StageNamed(ctx, name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("writing %s to its stage at the share: %w", p, err)
 	}
-	var missing []cache.Range
+	var missing []blockcache.Range
 	for _, r := range staged {
-		missing = append(missing, notIn(r, st.Held)...)
+		missing = append(missing, notIn(r, st.Held())...)
 	}
 	if len(missing) == 0 {
 		return st, nil, nil
@@ -124,12 +124,12 @@ func (v *FS) attachStage(ctx context.Context, key, p string, f *client.File, nam
 // recorded first if it has none: ranges (less what the stage holds of
 // them already, unchanged since: a write-back cut short resumes; plus
 // what the stage lost, see attachStage) go to the stage in batches, each
-// recorded in the index once the share has it (cache.MarkSent), and the
+// recorded in the index once the share has it (blockcache.MarkSent), and the
 // stage is then committed. If anything fails, the stage stays at the
 // share, unless it holds nothing sent ahead and the share is full (its
 // room is given back; the data is still dirty here) or the data is
 // dropped.
-func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (a wire.Attr, err error) {
+func (v *FS) commitStaged(ctx context.Context, key, p string, f remote.File, ranges []blockcache.Range, c remote.Commit, fetch blockcache.Fetcher, written func()) (a wire.Attr, err error) {
 	info := v.cache.Stage(key)
 	fresh := info.Name == ""
 	if fresh {
@@ -165,15 +165,15 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 		}
 		_ = st.Detach(bg)
 	}()
-	var held []cache.Range
-	for _, h := range st.Held {
-		held = append(held, cache.Range{Off: h.Off, Len: h.Len})
+	var held []blockcache.Range
+	for _, h := range st.Held() {
+		held = append(held, blockcache.Range{Off: h.Off, Len: h.Len})
 	}
-	var have []cache.Range // of ranges, in the stage unchanged
+	var have []blockcache.Range // of ranges, in the stage unchanged
 	for _, r := range info.Sent {
 		have = append(have, clipTo(r, held)...)
 	}
-	var send []cache.Range
+	var send []blockcache.Range
 	for _, r := range ranges {
 		send = append(send, minus(r, have)...)
 	}
@@ -201,9 +201,9 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 		// The file was cut since the stage began: what the stage holds
 		// beyond the cut and nothing sent covers is zeros now.
 		cover := unionRanges(unionRanges(ranges, info.Staged), again)
-		var zeros []cache.Range
+		var zeros []blockcache.Range
 		for _, h := range held {
-			for _, r := range clipTo(h, []cache.Range{{Off: info.StaleFrom, Len: max(c.Size-info.StaleFrom, 0)}}) {
+			for _, r := range clipTo(h, []blockcache.Range{{Off: info.StaleFrom, Len: max(c.Size-info.StaleFrom, 0)}}) {
 				zeros = append(zeros, minus(r, cover)...)
 			}
 		}
@@ -228,7 +228,7 @@ func (v *FS) commitStaged(ctx context.Context, key, p string, f *client.File, ra
 
 // commitUnnamed is commitStaged through a stage of its own, which the
 // share throws away if the write-back does not commit it.
-func (v *FS) commitUnnamed(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+func (v *FS) commitUnnamed(ctx context.Context, key, p string, f remote.File, ranges []blockcache.Range, c remote.Commit, fetch blockcache.Fetcher, written func()) (wire.Attr, error) {
 	st, err := f.Stage(ctx)
 	if err != nil {
 		return wire.Attr{}, fmt.Errorf("writing %s back to its share: %w", p, err)
@@ -245,7 +245,7 @@ func (v *FS) commitUnnamed(ctx context.Context, key, p string, f *client.File, r
 }
 
 // minus returns the parts of r that none of the sorted, disjoint rs covers.
-func minus(r cache.Range, rs []cache.Range) []cache.Range {
+func minus(r blockcache.Range, rs []blockcache.Range) []blockcache.Range {
 	held := make([]wire.ByteRange, len(rs))
 	for i, x := range rs {
 		held[i] = wire.ByteRange{Off: x.Off, Len: x.Len}
@@ -254,7 +254,7 @@ func minus(r cache.Range, rs []cache.Range) []cache.Range {
 }
 
 // total is the bytes of rs.
-func total(rs []cache.Range) int64 {
+func total(rs []blockcache.Range) int64 {
 	var n int64
 	for _, r := range rs {
 		n += r.Len
@@ -263,7 +263,7 @@ func total(rs []cache.Range) int64 {
 }
 
 // cutRanges splits the sorted rs into the first n bytes and the rest.
-func cutRanges(rs []cache.Range, n int64) (head, rest []cache.Range) {
+func cutRanges(rs []blockcache.Range, n int64) (head, rest []blockcache.Range) {
 	for i, r := range rs {
 		if r.Len <= n {
 			head = append(head, r)
@@ -271,16 +271,16 @@ func cutRanges(rs []cache.Range, n int64) (head, rest []cache.Range) {
 			continue
 		}
 		if n > 0 {
-			head = append(head, cache.Range{Off: r.Off, Len: n})
-			r = cache.Range{Off: r.Off + n, Len: r.Len - n}
+			head = append(head, blockcache.Range{Off: r.Off, Len: n})
+			r = blockcache.Range{Off: r.Off + n, Len: r.Len - n}
 		}
-		return head, append([]cache.Range{r}, rs[i+1:]...)
+		return head, append([]blockcache.Range{r}, rs[i+1:]...)
 	}
 	return head, nil
 }
 
 // cacheReader reads key's bytes from the cache, for WriteExtents.
-func (v *FS) cacheReader(ctx context.Context, key, p string, fetch cache.Fetcher) func(b []byte, off int64) (int, error) {
+func (v *FS) cacheReader(ctx context.Context, key, p string, fetch blockcache.Fetcher) func(b []byte, off int64) (int, error) {
 	return func(b []byte, off int64) (int, error) {
 		n, err := v.cache.ReadAt(ctx, key, b, off, fetch)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -294,9 +294,9 @@ func (v *FS) cacheReader(ctx context.Context, key, p string, fetch cache.Fetcher
 // whose old version they are) the bytes of key's file that are in its
 // named stage: a block sent ahead and then evicted is read back so. It
 // returns the bytes of p now valid.
-func (v *FS) readStaged(ctx context.Context, key string, f *client.File, p []byte, off int64, n int) (int, error) {
+func (v *FS) readStaged(ctx context.Context, key string, f remote.File, p []byte, off int64, n int) (int, error) {
 	name, staged := v.cache.StageOf(key)
-	parts := clipAll(staged, cache.Range{Off: off, Len: int64(len(p))})
+	parts := clipAll(staged, blockcache.Range{Off: off, Len: int64(len(p))})
 	if name == "" || len(parts) == 0 {
 		return n, nil
 	}
@@ -323,20 +323,20 @@ func (v *FS) readStaged(ctx context.Context, key string, f *client.File, p []byt
 }
 
 // clipAll returns the parts of the ranges rs that lie in w.
-func clipAll(rs []cache.Range, w cache.Range) []cache.Range {
-	var out []cache.Range
+func clipAll(rs []blockcache.Range, w blockcache.Range) []blockcache.Range {
+	var out []blockcache.Range
 	for _, r := range rs {
-		out = append(out, clipTo(r, []cache.Range{w})...)
+		out = append(out, clipTo(r, []blockcache.Range{w})...)
 	}
 	return out
 }
 
 // extentsOf turns cache ranges into the client's extents (none empty).
-func extentsOf(rs []cache.Range) []client.Extent {
-	var exts []client.Extent
+func extentsOf(rs []blockcache.Range) []remote.Extent {
+	var exts []remote.Extent
 	for _, r := range rs {
 		if r.Len > 0 {
-			exts = append(exts, client.Extent{Off: r.Off, Len: r.Len})
+			exts = append(exts, remote.Extent{Off: r.Off, Len: r.Len})
 		}
 	}
 	return exts
@@ -344,8 +344,8 @@ func extentsOf(rs []cache.Range) []client.Extent {
 
 // notIn returns the parts of r that none of the sorted, disjoint held
 // ranges covers.
-func notIn(r cache.Range, held []wire.ByteRange) []cache.Range {
-	var out []cache.Range
+func notIn(r blockcache.Range, held []wire.ByteRange) []blockcache.Range {
+	var out []blockcache.Range
 	at := r.Off
 	for _, h := range held {
 		if h.Off+h.Len <= at {
@@ -355,7 +355,7 @@ func notIn(r cache.Range, held []wire.ByteRange) []cache.Range {
 			break
 		}
 		if h.Off > at {
-			out = append(out, cache.Range{Off: at, Len: h.Off - at})
+			out = append(out, blockcache.Range{Off: at, Len: h.Off - at})
 		}
 		at = h.Off + h.Len
 		if at >= r.End() {
@@ -363,14 +363,14 @@ func notIn(r cache.Range, held []wire.ByteRange) []cache.Range {
 		}
 	}
 	if at < r.End() {
-		out = append(out, cache.Range{Off: at, Len: r.End() - at})
+		out = append(out, blockcache.Range{Off: at, Len: r.End() - at})
 	}
 	return out
 }
 
 // unionRanges merges two lists of ranges into one sorted, disjoint list.
-func unionRanges(a, b []cache.Range) []cache.Range {
-	all := append(append([]cache.Range(nil), a...), b...)
+func unionRanges(a, b []blockcache.Range) []blockcache.Range {
+	all := append(append([]blockcache.Range(nil), a...), b...)
 	if len(all) == 0 {
 		return nil
 	}
@@ -379,7 +379,7 @@ func unionRanges(a, b []cache.Range) []cache.Range {
 			all[j], all[j-1] = all[j-1], all[j]
 		}
 	}
-	out := []cache.Range{all[0]}
+	out := []blockcache.Range{all[0]}
 	for _, r := range all[1:] {
 		last := &out[len(out)-1]
 		if r.Off <= last.End() {

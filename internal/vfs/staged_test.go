@@ -30,7 +30,7 @@ func smallFS(t *testing.T, d *testenv.Domain) *FS {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	v := New(c, ch, Options{})
+	v := New(c, client.Data(c), ch, Options{})
 	t.Cleanup(v.Close)
 	return v
 }
@@ -183,7 +183,7 @@ func TestStagesExhausted(t *testing.T) {
 	}
 	v := smallFS(t, d)
 	ctx := context.Background()
-	hog, err := v.c.Open(ctx, "/sx/alpha/f", wire.OpenRead|wire.OpenWrite)
+	hog, err := v.data.Open(ctx, "/sx/alpha/f", wire.OpenRead|wire.OpenWrite)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -69,7 +69,7 @@ func (v *FS) noteSent(key string) {
 // causeErrno is the errno that says why a send failed (as the mount
 // would report it).
 func causeErrno(err error) syscall.Errno {
-	if errors.Is(err, client.ErrUnreachable) {
+	if errors.Is(err, remote.ErrUnreachable) {
 		return syscall.EHOSTUNREACH
 	}
 	var we *wire.Error

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -53,7 +53,7 @@ type warmSet struct {
 func (v *FS) persisted(ctx context.Context) warmSet {
 	ws := warmSet{byShare: make(map[string][]heldListing), addr: make(map[string]string)}
 	weight := 0
-	for _, p := range v.cache.MetaKeys(cache.MetaDir) {
+	for _, p := range v.cache.MetaKeys(blockcache.MetaDir) {
 		if ctx.Err() != nil || weight >= v.opts.MetaEntries {
 			break // no more than memory keeps (Options.MetaEntries)
 		}
@@ -189,17 +189,17 @@ func (v *FS) warmBatch(batch []heldListing, resp wire.ValidateResp, sent time.Ti
 	}
 	v.mu.Unlock()
 	for _, p := range changed {
-		v.cache.PutMeta(cache.MetaDir, p, nil)
+		v.cache.PutMeta(blockcache.MetaDir, p, nil)
 	}
 	for _, p := range changedAttrs {
-		v.cache.PutMeta(cache.MetaAttr, p, nil)
+		v.cache.PutMeta(blockcache.MetaAttr, p, nil)
 	}
 	// Persisted again: the first poll's force dropped what was persisted
 	// of a mount's root, which the next restart would then list again.
 	for _, h := range kept {
 		if !h.attr {
 			if b, err := wire.Marshal(h.l); err == nil {
-				v.cache.PutMeta(cache.MetaDir, h.p, b)
+				v.cache.PutMeta(blockcache.MetaDir, h.p, b)
 			}
 		}
 		v.persistAttr(h.p, h.l.Dir)

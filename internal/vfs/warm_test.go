@@ -32,7 +32,7 @@ func runAgent(t *testing.T, d *testenv.Domain, dir string, pol consistency.Consi
 		c.Close()
 		t.Fatal(err)
 	}
-	v = New(c, ch, Options{Consistency: pol})
+	v = New(c, client.Data(c), ch, Options{Consistency: pol})
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

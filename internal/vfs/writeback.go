@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
-	"pando.dev/pando/internal/cache"
-	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/fault"
+	"pando.dev/pando/internal/remote"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -41,7 +41,7 @@ func (v *FS) writeBack(ctx context.Context, key, p string, h *Handle, sync bool)
 	d := v.dropCount()
 	// Unless the file was cut here (O_TRUNC), it keeps a size it grew to
 	// at the share meanwhile.
-	c := client.Commit{Size: size, KeepLonger: !cut, Sync: sync}
+	c := remote.Commit{Size: size, KeepLonger: !cut, Sync: sync}
 	a, err := v.commitRanges(ctx, key, p, f, ranges, c, h.fetch, func() { v.sent(key) })
 	if err != nil {
 		if dropped(err) {
@@ -65,7 +65,7 @@ const inlineMax = 4 << 20
 
 // commitRanges sends the ranges of the cached file key (global path p) to
 // the share's file f and commits them there at once, ending as c says
-// (client.Commit: size, mtime, durability). Up to inlineMax
+// (remote.Commit: size, mtime, durability). Up to inlineMax
 // bytes go in the commit request itself; more go to a stage first, with
 // a bandwidth-delay product of blocks in flight, each checked by the share
 // against its CRC32C (client.File.WriteExtents), written (if set) called
@@ -74,15 +74,15 @@ const inlineMax = 4 << 20
 // was and nothing is marked clean. More, or a file with data sent ahead,
 // go through the file's named stage (commitStaged). It returns the file's attributes after
 // the commit.
-func (v *FS) commitRanges(ctx context.Context, key, p string, f *client.File, ranges []cache.Range, c client.Commit, fetch cache.Fetcher, written func()) (wire.Attr, error) {
+func (v *FS) commitRanges(ctx context.Context, key, p string, f remote.File, ranges []blockcache.Range, c remote.Commit, fetch blockcache.Fetcher, written func()) (wire.Attr, error) {
 	if name, _ := v.cache.StageOf(key); name != "" {
 		return v.commitStaged(ctx, key, p, f, ranges, c, fetch, written)
 	}
-	var exts []client.Extent
+	var exts []remote.Extent
 	var total int64
 	for _, r := range ranges {
 		if r.Len > 0 {
-			exts = append(exts, client.Extent{Off: r.Off, Len: r.Len})
+			exts = append(exts, remote.Extent{Off: r.Off, Len: r.Len})
 			total += r.Len
 		}
 	}

@@ -35,7 +35,7 @@ func newFSWith(t *testing.T, d *testenv.Domain, co client.Options, o Options) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
-	v := New(c, ch, o)
+	v := New(c, client.Data(c), ch, o)
 	t.Cleanup(v.Close)
 	return v, c
 }

@@ -1,47 +1,48 @@
-package vfs
+// Package private makes a vfs of its own for one person an edge serves
+// besides others: its own client (namespace and data path) and cache,
+// wired under the vfs as the agent wires its own.
+package private
 
 import (
 	"log/slog"
 
-	"pando.dev/pando/internal/cache"
+	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/vfs"
 )
 
-// Private is a vfs with a client and a cache of its own, for one person
+// Private is a vfs with a client and a block cache of its own, for one person
 // an edge serves besides others: a gateway's user, or a local user
 // logged in on a mount (pando login). Nothing one fetched is served to
 // another without their own rights being checked.
 type Private struct {
-	*FS
+	*vfs.FS
 	cl  *client.Client
-	ch  *cache.Cache
+	ch  blockcache.Cache
 	log *slog.Logger
 	// retried is closed when the retry of unsent data has stopped.
 	retried chan struct{}
 }
 
-// OpenPrivate opens a client with cfg and copts, a cache with cacheOpts
-// (its own directory) and a vfs over them with vopts, and retries the
-// data the cache holds unsent, as a mount's does.
-func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Options, vopts Options, log *slog.Logger) (*Private, error) {
+// Open opens a client with cfg and copts and a vfs over it and ch with
+// vopts, and retries the data the cache holds unsent, as a mount's does.
+// ch is the person's own block cache (its own directory), opened by the
+// caller and the Private's from then on: Close closes it, and so does
+// Open when it fails.
+func Open(cfg *config.Config, copts client.Options, ch blockcache.Cache, vopts vfs.Options, log *slog.Logger) (*Private, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cacheOpts.Log = log
 	if vopts.Log == nil {
 		vopts.Log = log
 	}
 	cl, err := client.New(cfg, copts)
 	if err != nil {
+		ch.Close()
 		return nil, err
 	}
-	ch, err := cache.Open(cacheOpts)
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
-	p := &Private{FS: New(cl, ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
+	p := &Private{FS: vfs.New(cl, client.Data(cl), ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
 	// Data a write could not send (its share away) is sent when it can
 	// be, or kept beside a file changed meanwhile.
 	go func() {
@@ -55,9 +56,6 @@ func OpenPrivate(cfg *config.Config, copts client.Options, cacheOpts cache.Optio
 // the person's name besides the file system (who they are, ACLs, the
 // list of shares, RPC counts).
 func (p *Private) Client() *client.Client { return p.cl }
-
-// Cache is the private cache.
-func (p *Private) Cache() *cache.Cache { return p.ch }
 
 // Close sends what write delegations keep back and closes the vfs, its
 // cache and its client.
