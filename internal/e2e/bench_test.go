@@ -34,10 +34,13 @@ func TestBenchQuick(t *testing.T) {
 		// Under a weak mode one agent may get every acquisition; no
 		// operation should fail without a controller.
 		// A walk again may cost no round trip at all.
-		if row.Value <= 0 && row.Metric != "consistency RPCs" && row.Metric != "acquisitions min" && row.Metric != "operations failed" && !strings.HasSuffix(row.Metric, "round trips") {
+		// A quick run's CPU time of a server that only hands a file to
+		// sendfile may be under the clock's tick (10 ms): 0 there.
+		if row.Value <= 0 && row.Metric != "consistency RPCs" && row.Metric != "acquisitions min" && row.Metric != "operations failed" && !strings.HasSuffix(row.Metric, "round trips") &&
+			!(row.Quick && strings.HasSuffix(row.Metric, "server CPU") && row.Value == 0) {
 			t.Errorf("%s %s %s: value %v", row.Scenario, row.Case, row.Metric, row.Value)
 		}
-		if row.Ref != "" && row.RefValue <= 0 {
+		if row.Ref != "" && row.RefValue <= 0 && !(row.Quick && strings.HasSuffix(row.Metric, "server CPU") && row.RefValue == 0) {
 			t.Errorf("%s %s %s: reference %q has value %v", row.Scenario, row.Case, row.Metric, row.Ref, row.RefValue)
 		}
 		if row.Metric == "bytes fetched" && row.Value != 1 {
@@ -185,10 +188,14 @@ func TestBenchMakeOrder(t *testing.T) {
 		if a == nil || b == nil {
 			t.Fatalf("mode %s missing from a run: %v / %v", mode, a, b)
 		}
+		// Polls and lease renewals (getinv) come with time, not with
+		// the order of the runs: a slow machine may send one more.
 		kinds := func(m map[string]uint64) []string {
 			var out []string
 			for k := range m {
-				out = append(out, k)
+				if k != "getinv" {
+					out = append(out, k)
+				}
 			}
 			slices.Sort(out)
 			return out
