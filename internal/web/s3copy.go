@@ -198,21 +198,13 @@ func (q *s3Req) copyPart(dst string) ([]byte, error) {
 // listParts answers ListParts: the parts of an upload under way.
 func (q *s3Req) listParts(id string, u *upload) error {
 	vals := q.r.URL.Query()
-	max := 1000
-	if m := vals.Get("max-parts"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 0 {
-			return s3Errf(http.StatusBadRequest, "InvalidArgument", "max-parts must be a number of at least 0")
-		}
-		max = min(n, 1000)
+	max, err := countParam(vals, "max-parts", 1000, 1000)
+	if err != nil {
+		return err
 	}
-	marker := 0
-	if m := vals.Get("part-number-marker"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 0 {
-			return s3Errf(http.StatusBadRequest, "InvalidArgument", "part-number-marker must be a part number")
-		}
-		marker = n
+	marker, err := countParam(vals, "part-number-marker", 0, maxParts)
+	if err != nil {
+		return err
 	}
 	type part struct {
 		PartNumber   int
@@ -263,13 +255,9 @@ func (q *s3Req) listParts(id string, u *upload) error {
 // way in the bucket (an upload is its initiator's alone: no one else may
 // send its parts or see them).
 func (q *s3Req) listUploads(vals url.Values) error {
-	max := 1000
-	if m := vals.Get("max-uploads"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 0 {
-			return s3Errf(http.StatusBadRequest, "InvalidArgument", "max-uploads must be a number of at least 0")
-		}
-		max = min(n, 1000)
+	max, err := countParam(vals, "max-uploads", 1000, 1000)
+	if err != nil {
+		return err
 	}
 	prefix, delim := vals.Get("prefix"), vals.Get("delimiter")
 	keyMarker, idMarker := vals.Get("key-marker"), vals.Get("upload-id-marker")
@@ -352,4 +340,18 @@ func (q *s3Req) listUploads(vals url.Values) error {
 	}
 	writeXML(q.w, res)
 	return nil
+}
+
+// countParam is the query parameter name, a count of 0 or more taken at
+// most as limit; def if it is absent.
+func countParam(vals url.Values, name string, def, limit int) (int, error) {
+	m := vals.Get(name)
+	if m == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(m)
+	if err != nil || n < 0 {
+		return 0, s3Errf(http.StatusBadRequest, "InvalidArgument", "%s must be a number of at least 0", name)
+	}
+	return min(n, limit), nil
 }

@@ -169,13 +169,9 @@ func (q *s3Req) list(op s3Op, vals url.Values) error {
 	if enc != "" && enc != "url" {
 		return s3Errf(http.StatusBadRequest, "InvalidArgument", "encoding-type must be url")
 	}
-	max := 1000
-	if m := vals.Get("max-keys"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 0 {
-			return s3Errf(http.StatusBadRequest, "InvalidArgument", "max-keys must be a number of 0 or more")
-		}
-		max = min(n, 1000)
+	max, err := countParam(vals, "max-keys", 1000, 1000)
+	if err != nil {
+		return err
 	}
 	after := vals.Get("marker")
 	token := vals.Get("continuation-token")
