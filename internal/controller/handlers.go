@@ -9,15 +9,23 @@ import (
 	"strings"
 	"time"
 
+	"pando.dev/pando/internal/audit"
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/store"
 	"pando.dev/pando/internal/wire"
 )
 
-// Serve dispatches one controller request.
+// Serve dispatches one controller request, and records its outcome in the
+// audit log (see audited).
 func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 	p := req.Conn.State.(*peer)
+	rep, err := c.serve(ctx, p, req)
+	c.audited(p, req, err)
+	return rep, err
+}
+
+func (c *Controller) serve(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
 	switch req.Op {
 	case wire.OpPing:
 		return rpc.Reply{}, nil
@@ -277,6 +285,12 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	detail := fmt.Sprintf("token for share %s below /%s, %d grants, until %s", t.Share, t.Root, len(t.Grants), t.Expires.UTC().Format(time.RFC3339))
+	if t.Proxy != "" {
+		detail += ", presented by " + t.Proxy
+	}
+	c.audit.Write(audit.Record{Who: principal, Action: req.Op.String(), Path: best.Prefix, Rights: t.Grants[0].Rights.String(),
+		Result: audit.Granted, From: req.Conn.From(), Detail: detail})
 	return rpc.Reply{Msg: wire.ResolveResp{
 		Prefix: best.Prefix, Share: best.Share, SharePath: best.SharePath, Addrs: sh.Addrs,
 		Token: signed, Expires: t.Expires.UnixNano(),

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"pando.dev/pando/internal/audit"
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/holder"
@@ -50,6 +51,7 @@ type Controller struct {
 	log   *slog.Logger
 	addr  string
 	admin string // path of the admin credential bundle
+	audit *audit.Log
 
 	stop      context.CancelFunc // ends the heartbeat and the watches
 	done      chan struct{}      // closed by Close
@@ -116,12 +118,18 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 		ln.Close()
 		return nil, err
 	}
+	if c.audit, err = audit.Open(filepath.Join(cfg.StateDir, audit.FileName), audit.Options{
+		Server: "controller@" + k.domain, Domain: k.domain, Log: cfg.Log}); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	c.rpc = rpc.Server{Handler: c, Hooks: c, Log: cfg.Log, MaxInFlight: 64,
 		TLS: auth.ServerConfig(cert, k.ca.Pool())}
 	c.ln = tls.NewListener(ln, c.rpc.TLS)
 	c.admin = filepath.Join(cfg.StateDir, AdminBundle)
 	if err := c.writeAdminBundle(ctx, created); err != nil {
 		ln.Close()
+		c.audit.Close()
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -158,6 +166,7 @@ func (c *Controller) Close() error {
 		if cerr := c.st.Close(); err == nil {
 			err = cerr
 		}
+		c.audit.Close()
 		c.closeErr = err
 	})
 	return c.closeErr
@@ -207,8 +216,17 @@ func (c *Controller) writeAdminBundle(ctx context.Context, created bool) error {
 	return cfg.Save(c.admin)
 }
 
-// Opened identifies a new connection and refuses revoked principals.
+// Opened identifies a new connection and refuses revoked principals,
+// recording each refusal in the audit log.
 func (c *Controller) Opened(sc *rpc.ServerConn) error {
+	err := c.opened(sc)
+	if err != nil {
+		c.connRefused(sc, err)
+	}
+	return err
+}
+
+func (c *Controller) opened(sc *rpc.ServerConn) error {
 	id, cert, err := auth.PeerIdentity(sc.TLSState())
 	if err != nil {
 		return wire.Errorf(wire.CodeTokenInvalid, "the controller cannot identify your certificate: %v", err)

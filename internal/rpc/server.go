@@ -142,6 +142,15 @@ func (c *ServerConn) TLSState() tls.ConnectionState {
 // RemoteAddr is the peer's address.
 func (c *ServerConn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
+// From is the peer's address as text, for records: "" for a connection
+// that has none (one a test made without a network connection).
+func (c *ServerConn) From() string {
+	if c.nc == nil || c.nc.RemoteAddr() == nil {
+		return ""
+	}
+	return c.nc.RemoteAddr().String()
+}
+
 // Close ends the connection.
 func (c *ServerConn) Close() { c.cancel(); c.nc.Close() }
 
