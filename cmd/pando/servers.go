@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pando.dev/pando/internal/agent"
+	"pando.dev/pando/internal/audit"
 	"pando.dev/pando/internal/cli"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
@@ -194,6 +195,16 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			if err != nil {
 				return err
 			}
+			// One audit log for the shares, which keep one state directory.
+			shareState := filepath.Join(state, "shares")
+			if err := os.MkdirAll(shareState, 0o700); err != nil {
+				return err
+			}
+			shareLog, err := audit.Open(filepath.Join(shareState, audit.FileName), audit.Options{Domain: c.Domain(), Log: log})
+			if err != nil {
+				return err
+			}
+			defer shareLog.Close()
 			var shares []*share.Running
 			defer func() {
 				for _, s := range shares {
@@ -207,7 +218,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			defer cl.Close()
 			for name, dir := range names {
 				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: "127.0.0.1:0",
-					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID, Limits: limits})
+					StateDir: shareState, Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID, Limits: limits, Audit: shareLog})
 				if err != nil {
 					return err
 				}

@@ -15,8 +15,14 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// Serve dispatches one request.
+// Serve dispatches one request, and records a refusal in the audit log.
 func (s *Server) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+	rep, err := s.serve(ctx, req)
+	s.audited(req, err)
+	return rep, err
+}
+
+func (s *Server) serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 	if int(req.Op) < len(s.counts) {
 		s.counts[req.Op].Add(1)
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"pando.dev/pando/internal/audit"
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
@@ -40,6 +41,10 @@ type RunConfig struct {
 	AllowSetID bool
 	// Limits bound what each principal may hold (see Limits).
 	Limits Limits
+	// Audit is where refusals are recorded; nil: audit.jsonl in
+	// StateDir, opened by Start and closed by Close (none without a
+	// StateDir). Shares that keep one StateDir share one Log.
+	Audit *audit.Log
 }
 
 // Running is a started share.
@@ -49,6 +54,7 @@ type Running struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	ctrl   *client.Client
+	audit  *audit.Log // opened by Start, closed by Close
 }
 
 // Start registers the share with its controller and serves it.
@@ -98,16 +104,27 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		ctrl.Close()
 		return nil, err
 	}
+	log, own := rc.Audit, (*audit.Log)(nil)
+	if log == nil && rc.StateDir != "" {
+		if log, err = audit.Open(filepath.Join(rc.StateDir, audit.FileName), audit.Options{
+			Server: auth.Identity{Domain: reg.Domain, Role: auth.RoleShare, Name: rc.Name}.String(), Domain: reg.Domain, Log: rc.Log}); err != nil {
+			ln.Close()
+			ctrl.Close()
+			return nil, fmt.Errorf("share %s: %w", rc.Name, err)
+		}
+		own = log
+	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
 		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
-		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name)})
+		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name), Audit: log})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()
+		own.Close()
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	r := &Running{Server: srv, Addr: addr, cancel: cancel, done: make(chan struct{}), ctrl: ctrl}
+	r := &Running{Server: srv, Addr: addr, cancel: cancel, done: make(chan struct{}), ctrl: ctrl, audit: own}
 	// Revocations known so far must be applied before the first request.
 	synced := make(chan struct{})
 	go r.watch(wctx, synced)
@@ -132,6 +149,7 @@ func (r *Running) Close() error {
 	err := r.Server.Close()
 	<-r.done
 	r.ctrl.Close()
+	r.audit.Close()
 	return err
 }
 

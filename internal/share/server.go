@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pando.dev/pando/internal/audit"
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/rpc"
@@ -50,6 +51,9 @@ type Config struct {
 	AllowSetID bool
 	// Limits bound what each principal may hold (see Limits).
 	Limits Limits
+	// Audit receives the share's refusals (see audit.go; nil: none). The
+	// share does not close it.
+	Audit *audit.Log
 }
 
 // Server serves one exported directory.
@@ -57,6 +61,7 @@ type Server struct {
 	cfg   Config
 	tree  *tree
 	owner *owner // who owns what clients create (nil: the share's account)
+	audit *audit.Log
 	rpc   rpc.Server
 	log   *slog.Logger
 
@@ -131,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		tree:    root,
 		owner:   own,
+		audit:   cfg.Audit,
 		log:     cfg.Log,
 		handles: make(map[uint64]*handle),
 		limits:  cfg.Limits.withDefaults(raiseNoFile()),
@@ -249,11 +255,16 @@ func (s *Server) Counts() map[string]uint64 {
 
 // Opened identifies the peer of a new connection and counts it against
 // the peer's limit.
+// A refusal is recorded in the audit log.
 func (s *Server) Opened(c *rpc.ServerConn) error {
-	if err := s.identify(c); err != nil {
-		return err
+	err := s.identify(c)
+	if err == nil {
+		err = s.admitConn(c)
 	}
-	return s.admitConn(c)
+	if err != nil {
+		s.connRefused(c, err)
+	}
+	return err
 }
 
 func (s *Server) identify(c *rpc.ServerConn) error {
