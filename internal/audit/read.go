@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -169,7 +170,7 @@ func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
 func Read(dirs []string, f Filter, warn func(Warning)) (recs []Record, found int, err error) {
 	for _, d := range dirs {
 		for _, name := range []string{FileName + ".1", FileName} {
-			p := d + string(os.PathSeparator) + name
+			p := filepath.Join(d, name)
 			rs, err := ReadFile(p, f, warn)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
@@ -183,4 +184,26 @@ func Read(dirs []string, f Filter, warn func(Warning)) (recs []Record, found int
 	}
 	slices.SortStableFunc(recs, func(a, b Record) int { return a.Time.Compare(b.Time) })
 	return recs, found, nil
+}
+
+// ParseSince reads a --since: a duration back from now ("1h", "90m") or a
+// time in RFC 3339 ("2026-12-02T04:00:00Z").
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			d = -d
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q is neither a duration (90m, 24h) nor a time in RFC 3339 (2026-12-02T04:00:00Z)", s)
+}
+
+// StateDirs are the directories where the logs of a state directory may
+// be: the directory itself (a controller's or a share's) and, for the
+// state directory of pando up, its controller and shares directories.
+func StateDirs(state string) []string {
+	return []string{state, filepath.Join(state, "controller"), filepath.Join(state, "shares")}
 }
