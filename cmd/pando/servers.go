@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,6 +101,9 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 				return err
 			}
 			defer s.Close()
+			if rc.IDRules != "" {
+				reloadOnHangUp(cmd.Context(), rc.Log, []*share.Running{s})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "share %s exporting %s on %s\n", rc.Name, rc.Root, s.Addr)
 			<-cmd.Context().Done()
 			return nil
@@ -111,6 +118,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 	cmd.Flags().StringSliceVar(&rc.Protection, "protection", []string{"private", "safe"}, "data channel protections clients may use: private (TLS), safe (authenticated, not encrypted), clear (authenticated set-up only)")
 	cmd.Flags().StringVar(&rc.Owner, "owner", "", "USER[:GROUP] that owns what clients create, for a share run as root (default: the owner of --root, or nobody if that is root)")
 	cmd.Flags().BoolVar(&rc.AllowSetID, "allow-setid", false, "let clients make setuid and setgid files (off: the bits are dropped)")
+	cmd.Flags().StringVar(&rc.IDRules, "id-rules", "", "a file of rules PRINCIPAL ACCOUNT[:GROUP] choosing the local account that owns what principals of other domains create, for a share run as root (default: the --owner account; re-read on SIGHUP; see docs/security.md)")
 	lf.add(cmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "ls",
@@ -140,7 +148,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		state, domain, listen string
 		dirs                  []string
 		noConfig              bool
-		owner                 string
+		owner, idRules        string
 		allowSetID            bool
 		mountDir              string
 		mf                    mountFlags
@@ -218,7 +226,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			defer cl.Close()
 			for name, dir := range names {
 				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: "127.0.0.1:0",
-					StateDir: shareState, Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID, Limits: limits, Audit: shareLog})
+					StateDir: shareState, Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID, Limits: limits, Audit: shareLog, IDRules: idRules})
 				if err != nil {
 					return err
 				}
@@ -228,6 +236,9 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 					return err
 				}
 				fmt.Fprintf(out, "share %-12s %s  ->  %s\n", name, dir, prefix)
+			}
+			if idRules != "" {
+				reloadOnHangUp(ctx, log, shares)
 			}
 			// The configuration is written once every share is registered
 			// and mounted: pando wait, which waits for it and then for the
@@ -284,6 +295,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringVar(&smbPasswords, "smb-passwords", "", "the SMB password file for --serve smb=ADDR (pando serve smb-passwd)")
 	cmd.Flags().StringSliceVar(&smbExports, "smb-export", nil, "folders --serve smb=ADDR serves as shares of their own: NAME=PATH (repeatable or comma-separated)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
+	cmd.Flags().StringVar(&idRules, "id-rules", "", "a file of rules PRINCIPAL ACCOUNT[:GROUP] choosing the local account that owns what principals of other domains create in the shares (see pando share --id-rules)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
 	mf.add(cmd)
 	lf.add(cmd)
@@ -371,4 +383,29 @@ func (f *limitFlags) limits() (share.Limits, error) {
 		return share.Limits{}, cli.Usagef("--max-open-total %d: give a positive number, or 0 for the default", l.TotalHandles)
 	}
 	return l, nil
+}
+
+// reloadOnHangUp has the shares read their identity rules again on
+// SIGHUP, until ctx ends; a file that is refused is logged, and the rules
+// in force stay.
+func reloadOnHangUp(ctx context.Context, log *slog.Logger, shares []*share.Running) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				for _, s := range shares {
+					if err := s.ReloadIDRules(); err != nil {
+						log.Error(err.Error())
+					} else {
+						log.Info("identity rules read again")
+					}
+				}
+			}
+		}
+	}()
 }

@@ -37,6 +37,11 @@ type Token struct {
 	// create): it names the principal and nothing else, and no share
 	// takes it.
 	SignIn bool `cbor:"9,keyasint,omitempty"`
+	// Groups are the principal's groups as its home domain reported them
+	// ("physics@tacc" for a principal of another domain, "physics" for
+	// one of the token's own): a share reads them to choose who owns
+	// what the principal creates (its --id-rules).
+	Groups []string `cbor:"10,keyasint,omitempty"`
 }
 
 // Token errors.

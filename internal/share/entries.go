@@ -68,7 +68,7 @@ func (s *Server) newEntry(req *rpc.Request, tok uint32, named string, mode, rdev
 	if err := create(rel); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
-	if err := s.own(rel, mode, rdev, who); err != nil {
+	if err := s.own(t, rel, mode, rdev, who); err != nil {
 		return rpc.Reply{}, toWire(req.Op, rel, err)
 	}
 	s.changed(req, rel, parentOf(rel))

@@ -219,7 +219,7 @@ func (s *Server) open(req *rpc.Request) (rpc.Reply, error) {
 	undo := func() { gate(); reserved() }
 	f, err := s.tree.openFile(rel, osFlags, s.realMode(syscall.S_IFREG|r.Mode&0o7777))
 	if err == nil && created {
-		if err = s.own(rel, syscall.S_IFREG|r.Mode&0o7777, 0, who); err != nil {
+		if err = s.own(t, rel, syscall.S_IFREG|r.Mode&0o7777, 0, who); err != nil {
 			f.Close()
 		}
 	}

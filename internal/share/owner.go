@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"pando.dev/pando/internal/auth"
 )
 
 // No privilege from the grid (docs/security.md): a share never makes a
@@ -83,19 +85,22 @@ func (s *Server) safeMode(mode uint32) uint32 {
 	return mode &^ (syscall.S_ISUID | syscall.S_ISGID)
 }
 
-// own gives rel, just created for a client that asked for mode (type
-// bits and 07777) and, for a device, rdev, to the share's owner account,
+// own gives rel, just created for t's principal, which asked for mode
+// (type bits and 07777) and, for a device, rdev, to the account that owns
+// what it creates (accountFor: the share's owner, or the one the identity
+// rules choose for a principal of another domain),
 // records the owner and group id the client was given (see ident.go),
 // and gives it the mode asked: exactly (the share's umask, which the
 // client's kernel has already applied once, is undone), with what the
 // share's host may not have kept as a record (see special.go).
-func (s *Server) own(rel string, mode, rdev uint32, id ident) error {
+func (s *Server) own(t *auth.Token, rel string, mode, rdev uint32, id ident) error {
+	acct := s.accountFor(t)
 	return s.tree.atPath(rel, true, func(p string, fd int, st *unix.Stat_t) error {
 		if st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
 			mode = st.Mode // a link has no mode of its own
 		}
-		if s.owner != nil {
-			if err := unix.Fchownat(fd, "", s.owner.uid, s.owner.gid, unix.AT_EMPTY_PATH); err != nil {
+		if acct != nil {
+			if err := unix.Fchownat(fd, "", acct.uid, acct.gid, unix.AT_EMPTY_PATH); err != nil {
 				return &os.PathError{Op: "chown", Path: rel, Err: err}
 			}
 			// chown clears setuid and setgid: see again.

@@ -41,6 +41,8 @@ type RunConfig struct {
 	AllowSetID bool
 	// Limits bound what each principal may hold (see Limits).
 	Limits Limits
+	// IDRules: see Config.
+	IDRules string
 	// Audit is where refusals are recorded; nil: audit.jsonl in
 	// StateDir, opened by Start and closed by Close (none without a
 	// StateDir). Shares that keep one StateDir share one Log.
@@ -116,7 +118,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	}
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
 		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
-		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name), Audit: log})
+		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name), Audit: log, IDRules: rc.IDRules})
 	if err != nil {
 		ln.Close()
 		ctrl.Close()

@@ -51,6 +51,10 @@ type Config struct {
 	AllowSetID bool
 	// Limits bound what each principal may hold (see Limits).
 	Limits Limits
+	// IDRules is the file of rules choosing who owns, on the share's
+	// host, what principals of other domains create ("": the share's
+	// owner account; see idrules.go). Only a share run as root takes one.
+	IDRules string
 	// Audit receives the share's refusals (see audit.go; nil: none). The
 	// share does not close it.
 	Audit *audit.Log
@@ -61,9 +65,12 @@ type Server struct {
 	cfg   Config
 	tree  *tree
 	owner *owner // who owns what clients create (nil: the share's account)
-	audit *audit.Log
-	rpc   rpc.Server
-	log   *slog.Logger
+	// idRules choose the owner of what remote principals create (nil:
+	// owner); replaced whole by ReloadIDRules.
+	idRules atomic.Pointer[idRules]
+	audit   *audit.Log
+	rpc     rpc.Server
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	handles map[uint64]*handle
@@ -126,6 +133,18 @@ func New(cfg Config) (*Server, error) {
 		root.close()
 		return nil, fmt.Errorf("share %s: %w", cfg.Name, err)
 	}
+	var rules *idRules
+	if cfg.IDRules != "" {
+		if os.Geteuid() != 0 {
+			err = fmt.Errorf("--id-rules gives what clients create to other accounts, which only a share run as root can do; run it as root or leave the rules out")
+		} else {
+			rules, err = loadIDRules(cfg.IDRules, cfg.Domain)
+		}
+		if err != nil {
+			root.close()
+			return nil, fmt.Errorf("share %s: %w", cfg.Name, err)
+		}
+	}
 	if warning != "" {
 		cfg.Log.Warn(warning, "share", cfg.Name)
 	}
@@ -144,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 		named:   make(map[string]*namedStage),
 		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
 	}
+	s.idRules.Store(rules)
 	s.records = &recordStore{dir: cfg.CommitDir, tree: root}
 	if cfg.CommitDir != "" {
 		if err := os.MkdirAll(cfg.CommitDir, 0o700); err != nil {

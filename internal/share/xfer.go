@@ -152,7 +152,7 @@ func (s *Server) putFile(req *rpc.Request) (rpc.Reply, error) {
 	}
 	f, err := s.tree.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, s.realMode(syscall.S_IFREG|r.Mode&0o7777))
 	if err == nil {
-		if err = s.own(tmp, syscall.S_IFREG|r.Mode&0o7777, 0, ident{owner: t.Principal}); err != nil {
+		if err = s.own(t, tmp, syscall.S_IFREG|r.Mode&0o7777, 0, ident{owner: t.Principal}); err != nil {
 			f.Close()
 			_ = s.tree.remove(tmp, false)
 		}
