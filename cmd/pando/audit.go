@@ -64,10 +64,10 @@ warning. See docs/security.md, "Audit".`,
 				}
 				return nil
 			}
-			rows := [][]string{{"TIME", "RESULT", "WHO", "ACTION", "PATH", "RIGHTS", "DOMAIN", "FROM", "DETAIL"}}
+			rows := [][]string{{"TIME", "RESULT", "WHO", "ACTION", "PATH", "RIGHTS", "DOMAIN", "BY", "FROM", "DETAIL"}}
 			for _, r := range recs {
 				rows = append(rows, []string{r.Time.Local().Format("2006-01-02 15:04:05.000"), r.Result, dash(r.Who), r.Action,
-					dash(r.Path), dash(r.Rights), dash(r.Domain), dash(r.From), dash(r.Detail)})
+					dash(r.Path), dash(r.Rights), dash(r.Domain), dash(r.Server), dash(r.From), dash(r.Detail)})
 			}
 			return cli.Table(out, rows)
 		},

@@ -68,21 +68,22 @@ func (c *Controller) audited(p *peer, req *rpc.Request, err error) {
 func describe(req *rpc.Request) (path, detail string) {
 	switch req.Op {
 	case wire.OpResolve:
-		var r wire.ResolveReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.ResolveReq](req); ok {
 			return r.Path, ""
 		}
 	case wire.OpACLGet:
-		var r wire.ACLGetReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.ACLGetReq](req); ok {
 			return r.Path, ""
 		}
 	case wire.OpACLSet:
-		var r wire.ACLSetReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.ACLSetReq](req); ok {
 			es := make([]string, 0, len(r.Entries))
 			for _, e := range r.Entries {
-				s := e.Who + ":" + e.Rights
+				rights := e.Rights
+				if parsed, err := auth.ParseRights(rights); err == nil {
+					rights = parsed.String()
+				}
+				s := e.Who + ":" + rights
 				if e.Negative {
 					s = "-" + s
 				}
@@ -95,46 +96,50 @@ func describe(req *rpc.Request) (path, detail string) {
 			return r.Path, fmt.Sprintf("entries %s: %s", how, strings.Join(es, " "))
 		}
 	case wire.OpMountAdd:
-		var r wire.MountEntry
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.MountEntry](req); ok {
 			return r.Prefix, fmt.Sprintf("mounted from share %s, path /%s", r.Share, r.SharePath)
 		}
 	case wire.OpMountRemove:
-		var r wire.PathReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.PathReq](req); ok {
 			return r.Path, "mount removed"
 		}
 	case wire.OpUserAdd:
-		var r wire.UserAddReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.UserAddReq](req); ok {
 			kind := "user"
 			if r.Gateway {
 				kind = "gateway"
 			}
-			return "", fmt.Sprintf("%s %s added, groups [%s]", kind, r.Name, strings.Join(r.Groups, " "))
+			groups := "no groups"
+			if len(r.Groups) > 0 {
+				groups = "groups " + strings.Join(r.Groups, ",")
+			}
+			return "", fmt.Sprintf("%s %s added, %s", kind, r.Name, groups)
 		}
 	case wire.OpUserRevoke:
-		var r wire.UserRevokeReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.UserRevokeReq](req); ok {
 			return "", "user " + r.Name + " revoked"
 		}
 	case wire.OpUserPasswd:
-		var r wire.UserPasswdReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.UserPasswdReq](req); ok {
 			if r.Name == "" {
 				return "", "own password set"
 			}
 			return "", "password of " + r.Name + " set"
 		}
 	case wire.OpShareRegister:
-		var r wire.ShareRegisterReq
-		if req.Decode(&r) == nil {
+		if r, ok := decoded[wire.ShareRegisterReq](req); ok {
 			return "", fmt.Sprintf("share %s registered at %s", r.Name, strings.Join(r.Addrs, ","))
 		}
 	case wire.OpTokenCreate:
 		return "", "sign-in token created"
 	}
 	return "", ""
+}
+
+// decoded is req's meta decoded as a T, if it is one.
+func decoded[T any](req *rpc.Request) (T, bool) {
+	var v T
+	return v, req.Decode(&v) == nil
 }
 
 // connRefused records a connection refused by Opened.
