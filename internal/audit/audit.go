@@ -41,10 +41,11 @@ const (
 // Actions that are not a wire op's name. Records of requests name the op
 // ("resolve", "acl-set", "open", ...); these name the rest.
 const (
-	ActionDropped    = "audit-dropped" // Detail: how many records the full queue lost
-	ActionConnect    = "connect"       // a connection, refused by the server
-	ActionToken      = "token"         // a token presented to a share
-	ActionDomainLink = "domain-link"   // for the core's link changes
+	ActionDropped      = "audit-dropped" // Detail: how many records the full queue lost
+	ActionConnect      = "connect"       // a connection, refused by the server
+	ActionToken        = "token"         // a token presented to a share
+	ActionDomainLink   = "domain-link"   // a link to another domain made or changed
+	ActionDomainUnlink = "domain-unlink" // a link ended
 )
 
 // Record is one line of the log. Every field but Time, Action and Result
