@@ -145,7 +145,7 @@ func (r *Running) watch(ctx context.Context, synced chan struct{}) {
 			if err := wire.Unmarshal(meta, &rev); err != nil {
 				return err
 			}
-			if rev.Before == 0 && rev.Principal == "" && len(rev.Serials) == 0 {
+			if rev.Marker() {
 				if synced != nil {
 					close(synced)
 					synced = nil
