@@ -472,6 +472,13 @@ func (c *Controller) aclSet(ctx context.Context, p *peer, req *rpc.Request) (rpc
 	if _, err := c.require(ctx, p, g, auth.Admin); err != nil {
 		return rpc.Reply{}, err
 	}
+	for i, e := range r.Entries {
+		// An entry naming the home domain is its plain form: alice@uva at
+		// uva is alice.
+		if n, ok := strings.CutSuffix(e.Who, "@"+c.keys.domain); ok {
+			r.Entries[i].Who = n
+		}
+	}
 	if _, err := toACL(r.Entries); err != nil {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "%v", err)
 	}
