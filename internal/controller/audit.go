@@ -28,6 +28,7 @@ func (c *Controller) Audit() *audit.Log { return c.audit }
 var changes = map[wire.Op]bool{
 	wire.OpUserAdd: true, wire.OpUserRevoke: true, wire.OpUserPasswd: true, wire.OpACLSet: true,
 	wire.OpMountAdd: true, wire.OpMountRemove: true, wire.OpShareRegister: true, wire.OpTokenCreate: true,
+	wire.OpDomainLink: true, wire.OpDomainUnlink: true, wire.OpDomainInvite: true, wire.OpDomainJoin: true,
 }
 
 // refusal reports whether err refuses a principal (rather than failing
@@ -132,8 +133,38 @@ func describe(req *rpc.Request) (path, detail string) {
 		}
 	case wire.OpTokenCreate:
 		return "", "sign-in token created"
+	case wire.OpDomainLink: // never the invitation's code: it is a secret
+		if r, ok := decoded[wire.DomainLinkReq](req); ok {
+			if r.Code != "" {
+				return r.Link.Prefix, "link made by an invitation"
+			}
+			return r.Link.Prefix, "domain " + r.Link.Name + " linked, " + admits(r.Link.Admit, r.Link.Groups)
+		}
+	case wire.OpDomainUnlink:
+		if r, ok := decoded[wire.DomainNameReq](req); ok {
+			return "", "link to domain " + r.Name + " ended"
+		}
+	case wire.OpDomainInvite:
+		if r, ok := decoded[wire.DomainInviteReq](req); ok {
+			return r.Prefix, "invitation made for domain " + r.Name + ", " + admits(r.Admit, r.Groups)
+		}
+	case wire.OpDomainJoin:
+		if r, ok := decoded[wire.DomainJoinReq](req); ok {
+			return "", "invitation redeemed by domain " + r.Hello.Domain
+		}
 	}
 	return "", ""
+}
+
+// admits says what a link admits.
+func admits(admit string, groups []string) string {
+	if admit == wire.AdmitGroups {
+		return "admitting groups " + strings.Join(groups, ",")
+	}
+	if admit == "" {
+		admit = wire.AdmitAll
+	}
+	return "admitting " + admit
 }
 
 // decoded is req's meta decoded as a T, if it is one.
