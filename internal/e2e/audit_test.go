@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"pando.dev/pando/internal/audit"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/testenv/snap"
+	"pando.dev/pando/internal/wire"
 )
 
 // TestAudit: a controller and a share, each a process of its own, write
@@ -82,11 +88,99 @@ func TestAudit(t *testing.T) {
 	}
 }
 
+// find is the first record of who, action ("": any) and result.
 func find(recs []audit.Record, who, action, result string) *audit.Record {
 	for i, r := range recs {
-		if r.Who == who && r.Action == action && r.Result == result {
+		if r.Who == who && (action == "" || r.Action == action) && r.Result == result {
 			return &recs[i]
 		}
 	}
 	return nil
+}
+
+// TestRemoteOwnersAndAudit: at a share of tacc run with identity rules,
+// what users of the linked domain uva create is owned on disk by the
+// account of their first matching rule (the principal's, a group's, the
+// default) and recorded as theirs; what tacc's own user creates goes to
+// the share's owner account. tacc's controller records the link it made
+// and the tokens it signed for uva's users, and its share the write it
+// refused to one of them, each decided by tacc.
+func TestRemoteOwnersAndAudit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving files to other accounts needs root") // CI runs as root
+	}
+	ctx := context.Background()
+	uva, tacc := testenv.New(t, "uva"), testenv.New(t, "tacc")
+	tacc.IDRules = filepath.Join(t.TempDir(), "ids")
+	if err := os.WriteFile(tacc.IDRules, []byte("alice@uva daemon\ngroup:physics@uva 2001:2002\n* 3001\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := tacc.AddShare("data")
+	link(t, tacc, uva, wire.AdmitAll)
+	link(t, uva, tacc, wire.AdmitNone)
+	taccAdmin := tacc.Client(tacc.Admin).Admin()
+	if err := taccAdmin.ACLSet(ctx, "/tacc/data", []wire.ACLEntry{{Who: "anyone@uva", Rights: "rlidw"}, {Who: "dave", Rights: "rlidw"}, {Who: "carol@uva", Rights: "w", Negative: true}}, false); err != nil {
+		t.Fatal(err)
+	}
+	put := func(c *client.Client, name string) error {
+		b := []byte("from " + c.Principal() + "\n")
+		_, err := c.PutFile(ctx, "/tacc/data/"+name, b, 0o644, 0, wire.CRC(b))
+		return err
+	}
+	nobody := func() (uint32, uint32) { // the share's owner: its root is root's
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Dir(root), &st); err != nil || st.Uid != 0 {
+			t.Fatalf("the export's parent is not root's (%v): the test expects nobody as the owner", err)
+		}
+		return 65534, 65534
+	}
+	nu, ng := nobody()
+	for _, c := range []struct {
+		client   *client.Client
+		uid, gid uint32
+	}{
+		{peerOf(t, uva.Client(domainUser(t, uva, "alice", "physics")), "tacc"), 1, 1},
+		{peerOf(t, uva.Client(domainUser(t, uva, "bob", "physics")), "tacc"), 2001, 2002},
+		{peerOf(t, uva.Client(domainUser(t, uva, "erin", "chem")), "tacc"), 3001, 3001},
+		{tacc.Client(domainUser(t, tacc, "dave")), nu, ng},
+	} {
+		name := strings.Split(c.client.Principal(), "@")[0]
+		if err := put(c.client, name); err != nil {
+			t.Fatalf("%s writes at tacc: %v", c.client.Principal(), err)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(root, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != c.uid || st.Gid != c.gid {
+			t.Errorf("%s's file is %d:%d on tacc's disk, want %d:%d", c.client.Principal(), st.Uid, st.Gid, c.uid, c.gid)
+		}
+		a, err := c.client.Stat(ctx, "/tacc/data/"+name)
+		if err != nil || a.Owner != c.client.Principal() {
+			t.Errorf("%s's file is recorded as %q's (%v)", c.client.Principal(), a.Owner, err)
+		}
+	}
+	carol := peerOf(t, uva.Client(domainUser(t, uva, "carol")), "tacc")
+	before := snap.Take(t, root)
+	if err := put(carol, "alice"); err == nil {
+		t.Fatal("carol@uva overwrote alice's file against a negative entry")
+	}
+	snap.Same(t, "tacc's share after carol's refused write", before, snap.Take(t, root))
+
+	tacc.Ctrl.Audit().Flush()
+	tacc.Shares["data"].Audit().Flush()
+	dirs := []string{filepath.Dir(tacc.Ctrl.Audit().Path()), filepath.Join(filepath.Dir(root), "shares")}
+	recs, _, err := audit.Read(dirs, audit.Filter{Domain: "tacc"}, func(w audit.Warning) { t.Error(w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ who, action, result string }{
+		{"admin@tacc", "domain-link", audit.Granted},
+		{"alice@uva", "resolve", audit.Granted},
+		{"carol@uva", "", audit.Refused},
+	} {
+		if find(recs, w.who, w.action, w.result) == nil {
+			t.Errorf("tacc's logs hold no %s %s %s: %+v", w.who, w.action, w.result, recs)
+		}
+	}
 }

@@ -16,6 +16,9 @@ import (
 // refuses. What it grants is recorded where it was decided: at the
 // controller that signed the token.
 
+// Audit is the share's audit log (nil: none).
+func (s *Server) Audit() *audit.Log { return s.audit }
+
 // refusedRequest reports whether err refuses a principal's request, and
 // returns it.
 func refusedRequest(err error) (*wire.Error, bool) {

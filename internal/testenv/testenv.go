@@ -31,8 +31,11 @@ type Domain struct {
 	Shares map[string]*share.Running
 	// Protection is passed to shares added from now on.
 	Protection []string
-	dir        string
-	tb         testing.TB
+	// IDRules is the identity rules file of shares added from now on
+	// (share.Config.IDRules).
+	IDRules string
+	dir     string
+	tb      testing.TB
 }
 
 // New starts a controller for domain name in a temporary directory.
@@ -99,7 +102,7 @@ func (d *Domain) AddShareAt(name, listen, advertise string) string {
 		d.tb.Fatal(err)
 	}
 	s, err := share.Start(context.Background(), share.RunConfig{Name: name, Root: root, Listen: listen, Advertise: advertise,
-		StateDir: filepath.Join(d.dir, "shares"), Credentials: d.Admin, Protection: d.Protection})
+		StateDir: filepath.Join(d.dir, "shares"), Credentials: d.Admin, Protection: d.Protection, IDRules: d.IDRules})
 	if err != nil {
 		d.tb.Fatal(err)
 	}
