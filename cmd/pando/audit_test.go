@@ -72,3 +72,35 @@ func TestAuditCmd(t *testing.T) {
 		t.Fatalf("--since yesterday: %v", err)
 	}
 }
+
+// TestAuditCmdDefaults: without --state, pando audit reads the logs of
+// pando up in ./.pando and of pando share beside the client
+// configuration, and says where it looked when there are none.
+func TestAuditCmdDefaults(t *testing.T) {
+	cwd, cfgDir := t.TempDir(), t.TempDir()
+	t.Chdir(cwd)
+	t.Setenv("PANDO_CONFIG", filepath.Join(cfgDir, "config.json"))
+	root := newRootCmd()
+	var buf bytes.Buffer
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetArgs([]string{"audit"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "no audit log (audit.jsonl) in .pando or "+filepath.Join(cfgDir, "shares")) {
+		t.Fatalf("no log anywhere: %v", err)
+	}
+	for _, dir := range []string{filepath.Join(cwd, ".pando", "controller"), filepath.Join(cfgDir, "shares")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		l, err := audit.Open(filepath.Join(dir, audit.FileName), audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Write(audit.Record{Who: "alice@uva", Action: "resolve", Result: audit.Granted, Detail: dir})
+		l.Close()
+	}
+	out := run(t, "audit", "--json")
+	if strings.Count(out, "\n") != 2 {
+		t.Fatalf("pando audit read %q, want the record of each default place", out)
+	}
+}
