@@ -184,3 +184,49 @@ func TestRemoteOwnersAndAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestIDRulesFlag: pando share refuses a rules file it cannot follow
+// with one sentence naming the line, and, started with a good one, reads
+// it again on SIGHUP, keeping the rules in force when the new file is
+// refused, and serving on.
+func TestIDRulesFlag(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("identity rules need root") // CI runs as root
+	}
+	d := newDomain(t, "tacc")
+	root := filepath.Join(d.dir, "export")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(t.TempDir(), "ids")
+	if err := os.WriteFile(rules, []byte("alice@uva daemon\n*@cern no-such-account-here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"share", "--root", root, "--name", "data", "--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"), "--id-rules", rules}
+	d.pando(d.admin, args...).fails(1, "--id-rules "+rules+" line 2", "no-such-account-here", "no such user")
+
+	if err := os.WriteFile(rules, []byte("alice@uva daemon\n* nobody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := start(t, `share \S+ exporting`, nil, append([]string{"--config", d.admin}, args...)...)
+	if err := os.WriteFile(rules, []byte("alice@uva root\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.output(), "share data keeps its identity rules") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the refused rules after SIGHUP:\n%s", p.output())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("the share exited on SIGHUP:\n%s", p.output())
+	default:
+	}
+	d.pando(d.admin, "ns", "mount", "/tacc/data", "data").ok()
+	d.pando(d.admin, "ls", "/tacc/data").ok()
+}
