@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/audit"
+	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/testenv/snap"
 	"pando.dev/pando/internal/wire"
@@ -104,7 +106,8 @@ func find(recs []audit.Record, who, action, result string) *audit.Record {
 // default) and recorded as theirs; what tacc's own user creates goes to
 // the share's owner account. tacc's controller records the link it made
 // and the tokens it signed for uva's users, and its share the write it
-// refused to one of them, each decided by tacc.
+// refused to one of them and the handshake it refused to a stranger
+// domain's certificate, each decided by tacc.
 func TestRemoteOwnersAndAudit(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving files to other accounts needs root") // CI runs as root
@@ -167,6 +170,24 @@ func TestRemoteOwnersAndAudit(t *testing.T) {
 	}
 	snap.Same(t, "tacc's share after carol's refused write", before, snap.Take(t, root))
 
+	// A stranger domain's user dialling tacc's share itself: refused in
+	// the handshake, and recorded.
+	evil := testenv.New(t, "evil")
+	cert, err := evil.Admin.Certificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := auth.PoolFromPEM([]byte(tacc.Admin.CA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := rpc.Dial(ctx, tacc.Shares["data"].Addr, auth.ClientConfig(cert, pool, nil), wire.ChannelControl); err == nil {
+		if _, err := conn.Call(ctx, wire.OpPing, wire.Empty{}, nil, nil, nil); err == nil {
+			t.Fatal("a stranger domain's certificate was served by tacc's share")
+		}
+		conn.Close()
+	}
+
 	tacc.Ctrl.Audit().Flush()
 	tacc.Shares["data"].Audit().Flush()
 	dirs := []string{filepath.Dir(tacc.Ctrl.Audit().Path()), filepath.Join(filepath.Dir(root), "shares")}
@@ -178,6 +199,7 @@ func TestRemoteOwnersAndAudit(t *testing.T) {
 		{"admin@tacc", "domain-link", audit.Granted},
 		{"alice@uva", "resolve", audit.Granted},
 		{"carol@uva", "", audit.Refused},
+		{"admin@evil", "connect", audit.Refused},
 	} {
 		if find(recs, w.who, w.action, w.result) == nil {
 			t.Errorf("tacc's logs hold no %s %s %s: %+v", w.who, w.action, w.result, recs)

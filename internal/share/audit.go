@@ -1,6 +1,7 @@
 package share
 
 import (
+	"crypto/tls"
 	"errors"
 
 	"pando.dev/pando/internal/audit"
@@ -72,6 +73,38 @@ func (s *Server) connRefused(c *rpc.ServerConn, err error) {
 // keep one state directory write one log).
 func (s *Server) self() string {
 	return auth.Identity{Domain: s.cfg.Domain, Role: auth.RoleShare, Name: s.cfg.Name}.String()
+}
+
+// auditHandshakes returns base, whose VerifyConnection checks client
+// certificates, made to record each certificate it refuses (another
+// domain's, not linked; one its domain's CA did not issue), with the
+// address it came from: such a connection never reaches Opened.
+func (s *Server) auditHandshakes(base *tls.Config) *tls.Config {
+	verify := base.VerifyConnection
+	out := base.Clone()
+	out.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+		from := ""
+		if hi.Conn != nil && hi.Conn.RemoteAddr() != nil {
+			from = hi.Conn.RemoteAddr().String()
+		}
+		c := base.Clone()
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			err := verify(cs)
+			if err != nil {
+				who := ""
+				if len(cs.PeerCertificates) > 0 {
+					if id, ierr := auth.IdentityFromCert(cs.PeerCertificates[0]); ierr == nil {
+						who = id.String()
+					}
+				}
+				s.audit.Write(audit.Record{Who: who, Action: audit.ActionConnect, Result: audit.Refused, From: from,
+					Domain: s.cfg.Domain, Server: s.self(), Detail: err.Error()})
+			}
+			return err
+		}
+		return c, nil
+	}
+	return out
 }
 
 // peerOf is the principal of a connection, "" before it is known.

@@ -182,7 +182,11 @@ func New(cfg Config) (*Server, error) {
 	s.inv = newInvTable(cfg.Now)
 	s.inv.log = cfg.Log
 	s.inv.loadDelegs(cfg.DelegFile)
-	s.rpc = rpc.Server{Handler: rpc.HandlerFunc(s.serveLimited), Hooks: s, TLS: cfg.TLS, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
+	tlsConf := cfg.TLS
+	if tlsConf != nil && tlsConf.VerifyConnection != nil && s.audit != nil {
+		tlsConf = s.auditHandshakes(tlsConf)
+	}
+	s.rpc = rpc.Server{Handler: rpc.HandlerFunc(s.serveLimited), Hooks: s, TLS: tlsConf, Log: cfg.Log, MaxInFlight: 64, Sniff: true}
 	if w, err := watchTree(cfg.Root, s.changedLocally, cfg.Log); err != nil {
 		cfg.Log.Warn("changes made directly in the exported directory will be noticed only by revalidation", "err", err)
 	} else {
