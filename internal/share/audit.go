@@ -13,7 +13,7 @@ import (
 // The share's audit log (internal/audit, docs/security.md "Audit"),
 // audit.jsonl in its state directory, holds every request it refuses for
 // want of rights (rights.go, and the owner rules of ident.go), every token
-// it refuses (expired, invalid, revoked, absent), and every connection it
+// it refuses (expired, invalid, revoked), and every connection it
 // refuses. What it grants is recorded where it was decided: at the
 // controller that signed the token.
 
@@ -28,8 +28,8 @@ func refusedRequest(err error) (*wire.Error, bool) {
 		return nil, false
 	}
 	switch we.Code {
-	case wire.CodeAccess, wire.CodeTokenExpired, wire.CodeTokenInvalid, wire.CodeTokenRevoked, wire.CodeNoToken:
-		return we, true
+	case wire.CodeAccess, wire.CodeTokenExpired, wire.CodeTokenInvalid, wire.CodeTokenRevoked:
+		return we, true // (CodeNoToken is a session's state, which a client mends by itself)
 	case wire.CodePerm:
 		return we, we.Missing != "" // a right missing, not a file system's EPERM
 	}
@@ -51,7 +51,7 @@ func (s *Server) audited(req *rpc.Request, err error) {
 		r.Path = we.Paths[0]
 	}
 	switch we.Code {
-	case wire.CodeTokenExpired, wire.CodeTokenInvalid, wire.CodeTokenRevoked, wire.CodeNoToken:
+	case wire.CodeTokenExpired, wire.CodeTokenInvalid, wire.CodeTokenRevoked:
 		r.Action = audit.ActionToken
 	}
 	s.audit.Write(r)
