@@ -241,3 +241,21 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWrite is the cost a request pays to be recorded: Write alone,
+// from many goroutines (the writer appends behind).
+func BenchmarkWrite(b *testing.B) {
+	l, err := Open(filepath.Join(b.TempDir(), FileName), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	r := Record{Who: "alice@uva", Action: "resolve", Path: "/uva/data/some/file", Rights: "rl", Result: Granted, From: "10.0.0.1:40000"}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l.Write(r)
+		}
+	})
+	b.StopTimer()
+	l.Flush()
+}
