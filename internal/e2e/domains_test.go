@@ -216,3 +216,50 @@ func TestDomainLinks(t *testing.T) {
 		t.Logf("after unlink: %v", err)
 	}
 }
+
+// TestLinkedJobOutlivesTokens: a job reading and writing across a link for
+// 60 s, with tokens and group assertions that last 5 s on both sides,
+// never fails: the client renews both before they end.
+func TestLinkedJobOutlivesTokens(t *testing.T) {
+	ctx := context.Background()
+	uva, tacc := testenv.New(t, "uva"), testenv.New(t, "tacc")
+	uva.RestartController(5 * time.Second)
+	tacc.RestartController(5 * time.Second)
+	root := tacc.AddShare("data")
+	alice := domainUser(t, uva, "alice")
+	link(t, tacc, uva, wire.AdmitAll)
+	link(t, uva, tacc, wire.AdmitNone)
+	if err := tacc.Client(tacc.Admin).Admin().ACLSet(ctx, "/tacc/data", []wire.ACLEntry{{Who: "alice@uva", Rights: "rlidw"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	home, err := client.New(alice, client.Options{KeepFresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer home.Close()
+	r, err := home.Links(ctx)
+	if err != nil || len(r.Links) != 1 {
+		t.Fatalf("links: %+v %v", r, err)
+	}
+	p, err := home.Peer(r.Links[0], client.Options{KeepFresh: true, Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	end := time.Now().Add(60 * time.Second)
+	buf := make([]byte, 4096)
+	for i := 0; time.Now().Before(end); i++ {
+		body := []byte(time.Now().String())
+		if _, err := p.PutFile(ctx, "/tacc/data/job.txt", body, 0o644, 0, wire.CRC(body)); err != nil {
+			t.Fatalf("write %d at %s: %v", i, time.Now().Format(time.TimeOnly), err)
+		}
+		data, _, _, err := p.GetFile(ctx, "/tacc/data/job.txt", buf)
+		if err != nil || string(data) != string(body) {
+			t.Fatalf("read %d at %s: %q %v", i, time.Now().Format(time.TimeOnly), data, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "job.txt")); err != nil || len(b) == 0 {
+		t.Fatalf("the share: %q %v", b, err)
+	}
+}
