@@ -135,6 +135,38 @@ func TestDomainLinks(t *testing.T) {
 		t.Fatalf("the write at the share: %q %v", b, err)
 	}
 
+	// Third-party copies between the two domains' shares, both ways: the
+	// bytes go share to share, none through alice's clients.
+	uvaRoot := uva.AddShare("home")
+	if err := uva.Client(uva.Admin).Admin().ACLSet(ctx, "/uva/home", []wire.ACLEntry{{Who: "alice", Rights: "rlidw"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := home.ResolveFor(ctx, "/uva/home/copy.txt", "data@tacc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Push(ctx, "/tacc/data/hello.txt", wire.PushReq{Whole: true, Block: 1 << 20, Dest: d, DestPath: "/uva/home/copy.txt", Mode: 0o644, DestDomain: "uva"}); err != nil {
+		t.Fatalf("third-party copy tacc -> uva: %v", err)
+	}
+	testenv.SameFile(t, filepath.Join(root, "hello.txt"), filepath.Join(uvaRoot, "copy.txt"))
+	d, err = p.ResolveFor(ctx, "/tacc/data/back.txt", "home@uva")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := home.Push(ctx, "/uva/home/copy.txt", wire.PushReq{Whole: true, Block: 1 << 20, Dest: d, DestPath: "/tacc/data/back.txt", Mode: 0o644, DestDomain: "tacc"}); err != nil {
+		t.Fatalf("third-party copy uva -> tacc: %v", err)
+	}
+	testenv.SameFile(t, filepath.Join(root, "hello.txt"), filepath.Join(root, "back.txt"))
+	if n := p.DataBytes() + home.DataBytes(); n != int64(len("hello from tacc\n")+len("hi from alice\n")) {
+		t.Errorf("alice's clients moved %d bytes of file data; the copies should have moved none through them", n)
+	}
+	// Naming a third domain's share, or another domain's share at the
+	// linked one, is refused.
+	_, err = home.ResolveFor(ctx, "/uva/home/x", "data@cern")
+	wantRefusal(t, "proxy of an unlinked domain", err, "cern", "has not linked")
+	_, err = p.ResolveFor(ctx, "/tacc/data/x", "data@cern")
+	wantRefusal(t, "proxy of a third domain", err, "its own domain")
+
 	// A negative entry for the remote principal wins over its group's grant.
 	if err := taccAdmin.ACLSet(ctx, "/tacc/data", []wire.ACLEntry{{Who: "-alice@uva", Rights: "w"}}, false); err != nil {
 		t.Fatal(err)
@@ -149,7 +181,6 @@ func TestDomainLinks(t *testing.T) {
 	}
 
 	// uva admits none of tacc's users: bob@tacc is refused at uva.
-	uva.AddShare("home")
 	bob := domainUser(t, tacc, "bob")
 	bp := peerOf(t, tacc.Client(bob), "uva")
 	_, err = bp.Stat(ctx, "/uva/home")
