@@ -207,8 +207,9 @@ func TestRemoteOwnersAndAudit(t *testing.T) {
 	}
 }
 
-// TestIDRulesFlag: pando share refuses a rules file it cannot follow
-// with one sentence naming the line, and, started with a good one, reads
+// TestIDRulesFlag: pando share (and pando up) refuses a rules file it
+// cannot follow with one sentence naming the line, and, started with a
+// good one, reads
 // it again on SIGHUP, keeping the rules in force when the new file is
 // refused, and serving on.
 func TestIDRulesFlag(t *testing.T) {
@@ -226,6 +227,8 @@ func TestIDRulesFlag(t *testing.T) {
 	}
 	args := []string{"share", "--root", root, "--name", "data", "--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"), "--id-rules", rules}
 	d.pando(d.admin, args...).fails(1, "--id-rules "+rules+" line 2", "no-such-account-here", "no such user")
+	up := []string{"up", "--state", filepath.Join(t.TempDir(), "up"), "--listen", "127.0.0.1:0", "--no-config", "--id-rules", rules}
+	d.pando(d.admin, up...).fails(1, "--id-rules "+rules+" line 2", "no-such-account-here")
 
 	if err := os.WriteFile(rules, []byte("alice@uva daemon\n* nobody\n"), 0o644); err != nil {
 		t.Fatal(err)
