@@ -16,17 +16,21 @@ import (
 // resolve (a grant, with the rights at the token's root); every request
 // and connection it refuses to a principal for want of rights or of
 // valid credentials (the codes in refusal); every administrative change
-// it makes (the ops in changes). Links to other domains are recorded by
-// their handlers with Audit.
+// it makes, links to other domains included, and every group assertion
+// it signs for a linked domain (the ops in changes). Audit lets other
+// code add records.
 
 // Audit is the controller's audit log, for records of its own kind (link
 // changes: audit.Record{Action: audit.ActionDomainLink, ...}); Server,
 // Domain and Time are filled in.
 func (c *Controller) Audit() *audit.Log { return c.audit }
 
-// changes are the ops whose success the log records.
+// changes are the ops whose success the log records: the changes, and
+// the group assertions this domain signs for its users to present to a
+// linked one.
 var changes = map[wire.Op]bool{
-	wire.OpUserAdd: true, wire.OpUserRevoke: true, wire.OpUserPasswd: true, wire.OpACLSet: true,
+	wire.OpDomainAssert: true,
+	wire.OpUserAdd:      true, wire.OpUserRevoke: true, wire.OpUserPasswd: true, wire.OpACLSet: true,
 	wire.OpMountAdd: true, wire.OpMountRemove: true, wire.OpShareRegister: true, wire.OpTokenCreate: true,
 	wire.OpDomainLink: true, wire.OpDomainUnlink: true, wire.OpDomainInvite: true, wire.OpDomainJoin: true,
 }
@@ -139,6 +143,10 @@ func describe(req *rpc.Request) (path, detail string) {
 				return r.Link.Prefix, "link made by an invitation"
 			}
 			return r.Link.Prefix, "domain " + r.Link.Name + " linked, " + admits(r.Link.Admit, r.Link.Groups)
+		}
+	case wire.OpDomainAssert:
+		if r, ok := decoded[wire.DomainAssertReq](req); ok {
+			return "", "group assertion signed for domain " + r.Domain
 		}
 	case wire.OpDomainUnlink:
 		if r, ok := decoded[wire.DomainNameReq](req); ok {

@@ -107,7 +107,8 @@ func find(recs []audit.Record, who, action, result string) *audit.Record {
 // the share's owner account. tacc's controller records the link it made
 // and the tokens it signed for uva's users, and its share the write it
 // refused to one of them and the handshake it refused to a stranger
-// domain's certificate, each decided by tacc.
+// domain's certificate, each decided by tacc; uva's controller records
+// the group assertions it signed for its users to present to tacc.
 func TestRemoteOwnersAndAudit(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving files to other accounts needs root") // CI runs as root
@@ -194,6 +195,11 @@ func TestRemoteOwnersAndAudit(t *testing.T) {
 	recs, _, err := audit.Read(dirs, audit.Filter{Domain: "tacc"}, func(w audit.Warning) { t.Error(w) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	uva.Ctrl.Audit().Flush()
+	home, _, err := audit.Read([]string{filepath.Dir(uva.Ctrl.Audit().Path())}, audit.Filter{Who: "alice@uva", Action: "domain-assert"}, func(w audit.Warning) { t.Error(w) })
+	if err != nil || len(home) == 0 || home[0].Detail != "group assertion signed for domain tacc" {
+		t.Errorf("uva's log of the assertions it signed for alice: %+v %v", home, err)
 	}
 	for _, w := range []struct{ who, action, result string }{
 		{"admin@tacc", "domain-link", audit.Granted},
