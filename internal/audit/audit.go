@@ -236,7 +236,7 @@ func (l *Log) Close() error {
 // many records were dropped once there is room.
 func (l *Log) run() {
 	defer close(l.done)
-	defer l.f.Close()
+	defer func() { l.f.Close() }() // the file of the moment: rotate replaces it
 	var buf []byte
 	var flushes []chan struct{}
 	for it := range l.q {
@@ -253,16 +253,24 @@ func (l *Log) run() {
 				break drain
 			}
 		}
-		if n := l.dropped.Swap(0); n > 0 {
-			buf = l.line(buf, Record{Time: time.Now(), Action: ActionDropped, Result: Noted,
-				Server: l.opt.Server, Domain: l.opt.Domain,
-				Detail: fmt.Sprintf("%d audit records were dropped: the queue of %d was full", n, l.opt.Queue)})
-		}
-		l.write(buf)
+		l.write(l.droppedLine(buf))
 		for _, ch := range flushes {
 			close(ch)
 		}
 	}
+	l.write(l.droppedLine(nil))
+}
+
+// droppedLine appends to buf the record of the records dropped since the
+// last, if any were.
+func (l *Log) droppedLine(buf []byte) []byte {
+	n := l.dropped.Swap(0)
+	if n == 0 {
+		return buf
+	}
+	return l.line(buf, Record{Time: time.Now(), Action: ActionDropped, Result: Noted,
+		Server: l.opt.Server, Domain: l.opt.Domain,
+		Detail: fmt.Sprintf("%d audit records were dropped: the queue of %d was full", n, l.opt.Queue)})
 }
 
 func (l *Log) add(buf []byte, it item, flushes []chan struct{}) ([]byte, []chan struct{}) {

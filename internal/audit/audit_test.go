@@ -171,6 +171,15 @@ func TestRotation(t *testing.T) {
 			t.Fatalf("records out of order: %s after %s", recs[i].Path, recs[i-1].Path)
 		}
 	}
+	// Closed, the log holds none of its files open (each rotation closed
+	// the one before).
+	l.Close()
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, dir) {
+			t.Errorf("file %s still open after Close", target)
+		}
+	}
 }
 
 func TestCorruptLineSkipped(t *testing.T) {
