@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -64,6 +65,16 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.s3KeyCreate(ctx, p, req)
 	case wire.OpS3KeyGet:
 		return c.s3KeyGet(ctx, p, req)
+	case wire.OpBearerCheck:
+		return c.bearerCheck(ctx, p, req)
+	case wire.OpIssuerTrust:
+		return c.issuerTrust(ctx, p, req)
+	case wire.OpIssuerList:
+		return c.issuerList(ctx, p)
+	case wire.OpIssuerDistrust:
+		return c.issuerDistrust(ctx, p, req)
+	case wire.OpDomainJWKS:
+		return c.domainJWKS()
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
 }
@@ -204,20 +215,33 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	// A gateway presenting a JWT: the principal and its scopes come from
+	// the JWT, verified here again (bearer.go).
+	b, err := c.resolveBearer(ctx, p, &r)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	// Everything a token is made from, read together in one request to
 	// the store: the record of the user it names (the caller, or the user
 	// a gateway asks for), the mounts, the shares and the ACLs.
-	who, err := c.recordFor(p, r.For)
-	if err != nil {
-		return rpc.Reply{}, err
+	var who string
+	if b == nil || b.user != "" {
+		if who, err = c.recordFor(p, r.For); err != nil {
+			return rpc.Reply{}, err
+		}
 	}
 	m, err := store.ReadMany(ctx, c.st, []string{pfxUser + who}, []string{pfxMount, pfxShare, pfxACL})
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	subj, principal, err := c.resolveSubjectOf(p, r.For, m.Values[pfxUser+who])
-	if err != nil {
-		return rpc.Reply{}, err
+	var subj auth.Subject
+	var principal string
+	if b == nil || b.user != "" {
+		if subj, principal, err = c.resolveSubjectOf(p, r.For, m.Values[pfxUser+who]); err != nil {
+			return rpc.Reply{}, err
+		}
+	} else {
+		principal = b.principal
 	}
 	mounts, err := parseMounts(m.Lists[pfxMount])
 	if err != nil {
@@ -258,7 +282,7 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		ID: newID(), Principal: principal, Share: best.Share, Root: best.SharePath,
 		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
 	}
-	if r.For != "" {
+	if r.For != "" || b != nil {
 		t.Proxy = p.id.String() // the gateway presents the user's token
 	} else if r.Proxy != "" {
 		if _, ok := shares[pfxShare+r.Proxy]; !ok {
@@ -266,11 +290,23 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		}
 		t.Proxy = auth.Identity{Domain: c.keys.domain, Role: auth.RoleShare, Name: r.Proxy}.String()
 	}
-	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: auth.Effective(acls, subj, best.Prefix)})
-	for q := range acls {
+	rights := func(q string) auth.Rights { return auth.Effective(acls, subj, q) }
+	points := slices.Collect(maps.Keys(acls))
+	if b != nil {
+		if b.expires.Before(t.Expires) {
+			t.Expires = b.expires
+		}
+		rights = b.rights(acls, subj)
+		for _, s := range b.scopes {
+			points = append(points, s.Path)
+		}
+	}
+	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: rights(best.Prefix)})
+	slices.Sort(points)
+	for _, q := range slices.Compact(points) {
 		if q != best.Prefix && under(q, best.Prefix) {
 			rel := strings.Trim(path.Join(best.SharePath, strings.TrimPrefix(q, best.Prefix)), "/")
-			t.Grants = append(t.Grants, auth.Grant{Path: rel, Rights: auth.Effective(acls, subj, q)})
+			t.Grants = append(t.Grants, auth.Grant{Path: rel, Rights: rights(q)})
 		}
 	}
 	signed, err := auth.SignToken(c.keys.tokenKey, t)
