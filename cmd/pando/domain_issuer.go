@@ -111,7 +111,7 @@ func newDomainIssuerCmds(g *cli.Globals) []*cobra.Command {
 		Short: "Print this domain's key set (JWKS) for its own bearer tokens",
 		Long: "Print the key set (JWKS JSON) that verifies the JWTs this domain signs (pando token create\n" +
 			"--scope), on standard output, and its issuer and audience on standard error: give them to\n" +
-			"another domain (pando domain trust-issuer ISS --jwks FILE) or to XRootD (scitokens.cfg).",
+			"another domain (pando domain trust-issuer ISS --jwks FILE).",
 		Args: cobra.NoArgs,
 		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, _ []string) error {
 			r, err := c.Admin().DomainJWKS(cmd.Context())

@@ -25,6 +25,11 @@ import (
 // bearerPrefix starts the names of bearer sessions: '~' is in no user name.
 const bearerPrefix = "~jwt-"
 
+// bearerCheck is how long a checked JWT is trusted without asking the
+// controller again: an issuer distrusted, or a JWT otherwise refused,
+// is refused at the gateway within it (a revoked user's at once).
+const bearerCheck = 10 * time.Second
+
 // maxBearers bounds the bearer sessions remembered.
 const maxBearers = 4096
 
@@ -43,7 +48,7 @@ func (g *Gateway) checkBearer(ctx context.Context, tok string) (string, error) {
 	if len(tok) > auth.MaxJWTSize {
 		return "", fmt.Errorf("the bearer token has %d bytes, more than %d", len(tok), auth.MaxJWTSize)
 	}
-	return g.bearerChecks.check([]byte(tok), "the bearer token was refused; ask its issuer for a new one", func() (string, time.Time, error) {
+	return g.bearerChecks.check([]byte(tok), bearerCheck, "the bearer token was refused; ask its issuer for a new one", func() (string, time.Time, error) {
 		cl, err := g.control()
 		if err != nil {
 			return "", time.Time{}, err

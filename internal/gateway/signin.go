@@ -40,7 +40,7 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return g.signIns.check(raw, "the sign-in token was refused; make a new one with pando token create", func() (string, time.Time, error) {
+	return g.signIns.check(raw, signInCheck, "the sign-in token was refused; make a new one with pando token create", func() (string, time.Time, error) {
 		cl, err := g.control()
 		if err != nil {
 			return "", time.Time{}, err
@@ -54,10 +54,10 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 }
 
 // check returns whom the credential raw names: as remembered, or as ask
-// (the controller) says, remembered then for a minute at most and never
-// past the end ask gives. A refusal is remembered for 5 s, said again
+// (the controller) says, remembered then for keep at most and never past
+// the end ask gives. A refusal is remembered for 5 s, said again
 // as refused.
-func (s *signIns) check(raw []byte, refused string, ask func() (string, time.Time, error)) (string, error) {
+func (s *signIns) check(raw []byte, keep time.Duration, refused string, ask func() (string, time.Time, error)) (string, error) {
 	sum := sha256.Sum256(raw)
 	now := time.Now()
 	s.mu.Lock()
@@ -91,7 +91,7 @@ func (s *signIns) check(raw []byte, refused string, ask func() (string, time.Tim
 		}
 		return "", err
 	}
-	until := now.Add(signInCheck)
+	until := now.Add(keep)
 	if end.Before(until) {
 		until = end
 	}
