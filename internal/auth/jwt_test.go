@@ -2,6 +2,7 @@ package auth
 
 import (
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"encoding/base64"
 	"errors"
@@ -206,6 +207,45 @@ func FuzzParseJWT(f *testing.F) {
 		j2, _ := ParseJWT(s)
 		if j2.Verify(others, now) == nil {
 			t.Fatal("the token verified under another issuer's key")
+		}
+	})
+}
+
+// FuzzParseJWKS: the decoder of issuers' key sets (files another domain
+// or issuer hands over) never panics, and what it accepts is 1 to
+// MaxJWTKeys public P-256 or Ed25519 keys, each with a key id of its own.
+func FuzzParseJWKS(f *testing.F) {
+	good, err := JWKSOf(jwtFixedKey(1))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","kid":"e"}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0","kid":"h"}]}`))
+	f.Add([]byte(`{"keys":[{"kty":"EC","crv":"P-384","x":"AA","y":"AA","kid":"p"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ks, err := ParseJWKS(b)
+		if err != nil {
+			return
+		}
+		if n := len(ks.Keys); n == 0 || n > MaxJWTKeys {
+			t.Fatalf("a key set of %d keys was taken", n)
+		}
+		seen := map[string]bool{}
+		for _, k := range ks.Keys {
+			if k.KeyID == "" || seen[k.KeyID] || !k.IsPublic() {
+				t.Fatalf("key %q taken (twice: %v, public: %v)", k.KeyID, seen[k.KeyID], k.IsPublic())
+			}
+			seen[k.KeyID] = true
+			switch pub := k.Key.(type) {
+			case *ecdsa.PublicKey:
+				if pub.Curve != elliptic.P256() {
+					t.Fatalf("a key on %s was taken", pub.Curve.Params().Name)
+				}
+			case ed25519.PublicKey:
+			default:
+				t.Fatalf("a key of type %T was taken", k.Key)
+			}
 		}
 	})
 }
