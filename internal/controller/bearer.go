@@ -97,7 +97,7 @@ func (c *Controller) verifyBearer(ctx context.Context, raw string) (*bearer, err
 		if err != nil {
 			return nil, err
 		}
-		if j.Claims.IssuedAt.Time().UnixNano() < time.Unix(0, u.validFrom()).Truncate(time.Second).UnixNano() {
+		if j.Claims.IssuedAt.Time().Before(jwtValidFrom(u)) {
 			return nil, wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s@%s have been revoked", name, c.keys.domain)
 		}
 		return &bearer{principal: name + "@" + c.keys.domain, user: name, scopes: j.Scopes, expires: j.Claims.Expiry.Time()}, nil
@@ -124,6 +124,17 @@ func (c *Controller) verifyBearer(ctx context.Context, raw string) (*bearer, err
 		scopes[i] = auth.Scope{Action: s.Action, Path: path.Join(iss.Base, s.Path)}
 	}
 	return &bearer{principal: j.Claims.Subject + "@" + iss.Name, scopes: scopes, expires: j.Claims.Expiry.Time()}, nil
+}
+
+// jwtValidFrom is the first iat (whole seconds) of a JWT of u's present
+// life: a user added again after a revocation within the second of an
+// older token's iat does not revive it.
+func jwtValidFrom(u *userRec) time.Time {
+	vf := time.Unix(0, u.validFrom())
+	if s := vf.Truncate(time.Second); u.Since != 0 && !s.Equal(vf) {
+		return s.Add(time.Second)
+	}
+	return vf.Truncate(time.Second)
 }
 
 // validSubject bounds the subjects of other issuers' tokens, which name
@@ -247,11 +258,16 @@ func (c *Controller) jwtCreate(ctx context.Context, p *peer, r *wire.TokenCreate
 	if _, err := c.subject(ctx, p); err != nil {
 		return rpc.Reply{}, err
 	}
+	u, err := c.liveUser(ctx, p.id.Name)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	now := time.Now()
 	exp := now.Add(ttl)
+	iat := max(now.Unix(), jwtValidFrom(u).Unix()) // in the user's present life, though iat counts whole seconds
 	s, err := auth.SignJWT(c.keys.jwtKey, &auth.JWTClaims{
 		Issuer: c.keys.jwtIssuer(), Subject: p.id.Name, Audience: jwt.Audience{aud},
-		Expiry: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now),
+		Expiry: jwt.NewNumericDate(exp), IssuedAt: jwt.NewNumericDate(time.Unix(iat, 0)), NotBefore: jwt.NewNumericDate(now),
 		ID: newID(), Scope: auth.ScopeClaim(scopes), Version: auth.JWTVersion,
 	})
 	if err != nil {

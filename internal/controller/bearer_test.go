@@ -269,3 +269,25 @@ func TestJWTKeyMadeOnStart(t *testing.T) {
 		t.Fatalf("the JWT key changed between starts: %v", kids)
 	}
 }
+
+// TestJWTReaddedUser: a user revoked and added again at once (within
+// the second of an old token's iat, which counts whole seconds) does
+// not revive the old token; a token made after works at once.
+func TestJWTReaddedUser(t *testing.T) {
+	c := fuzzController(t)
+	ctx := context.Background()
+	old := ownJWT(t, c, "alice", "storage.read:/fz/data")
+	if _, err := call[wire.Empty](t, c, userConn("admin"), wire.OpUserRevoke, wire.UserRevokeReq{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.issueUser(ctx, "alice", []string{"staff"}, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call[wire.BearerCheckResp](t, c, gatewayConn(), wire.OpBearerCheck, wire.BearerCheckReq{Token: old}); wire.CodeOf(err) != wire.CodeTokenRevoked {
+		t.Errorf("alice's token from before her revocation: %v", err)
+	}
+	fresh := ownJWT(t, c, "alice", "storage.read:/fz/data")
+	if r, err := call[wire.BearerCheckResp](t, c, gatewayConn(), wire.OpBearerCheck, wire.BearerCheckReq{Token: fresh}); err != nil || r.User != "alice" {
+		t.Errorf("alice's token made after she was added again: %+v %v", r, err)
+	}
+}
