@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"math/big"
 	"strings"
@@ -248,4 +249,34 @@ func FuzzParseJWKS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestJWTEdDSA: a token an issuer signs with Ed25519 verifies with its
+// key set, and not with an ES256 set.
+func TestJWTEdDSA(t *testing.T) {
+	now := time.Now()
+	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: priv}, (&jose.SignerOptions{}).WithHeader("kid", "ed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(sig).Claims(jwtClaims(now)).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: priv.Public(), KeyID: "ed"}}})
+	ks, err := ParseJWKS(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := ParseJWT(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Verify(ks, now); err != nil {
+		t.Fatalf("an EdDSA token: %v", err)
+	}
+	if err := j.Verify(mustKeys(t, jwtFixedKey(1)), now); !errors.Is(err, ErrJWTUnknownKey) {
+		t.Fatalf("an EdDSA token under an ES256 set: %v", err)
+	}
 }

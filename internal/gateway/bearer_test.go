@@ -96,6 +96,19 @@ func TestBearerJWT(t *testing.T) {
 		t.Fatalf("GET with the issuer's JWT: %d %q", code, body)
 	}
 
+	// Its create scope makes new files (owned by u123@idp at the share),
+	// and changes none.
+	create := sign(claims(), func(c *auth.JWTClaims) { c.Scope = "storage.create:/in" })
+	if code, body := bearer(create, "-T", src, e.url+"/d/data/in/idp.txt"); code != 201 {
+		t.Fatalf("PUT of a new file with the issuer's create scope: %d %s", code, body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.root, "in", "idp.txt")); string(b) != "uploaded" {
+		t.Fatalf("the share holds %q", b)
+	}
+	if code, body := bearer(create, "-T", src, e.url+"/d/data/in/idp.txt"); code != 403 || !strings.Contains(body, "u123@idp lacks the write right") {
+		t.Errorf("PUT over a file with the create scope alone: %d %s", code, body)
+	}
+
 	// carol, revoked after her token was made.
 	r, err := admin.Admin().UserAdd(ctx, "carol", nil)
 	if err != nil {
