@@ -46,10 +46,10 @@ Then try:                         pando ls /local`,
 		newControllerCmd(g), newShareCmd(g), newUpCmd(g),
 		newLsCmd(g), newStatCmd(g), newCatCmd(g), newGetCmd(g), newPutCmd(g),
 		newMkdirCmd(g), newRmCmd(g), newMvCmd(g), newLnCmd(g),
-		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g), newTokenCmd(g), newDomainCmd(g),
+		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g), newTokenCmd(g),
 		newMountCmd(g), newServeCmd(g), newStatsCmd(g), newCacheCmd(g),
 		newCpCmd(g), newWanCmd(), newBenchCmd(), newVersionCmd(), newAdminCmd(), newStatusCmd(g), newWaitCmd(g),
-		newDoctorCmd(g), newManCmd(), newLoginCmd(g), newLogoutCmd(),
+		newDoctorCmd(g), newManCmd(), newLoginCmd(g), newLogoutCmd(), newDomainCmd(g),
 	)
 	return root
 }

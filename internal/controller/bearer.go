@@ -184,6 +184,9 @@ func (c *Controller) resolveBearer(ctx context.Context, p *peer, r *wire.Resolve
 	if err := onlyGateway(p, "present bearer tokens"); err != nil {
 		return nil, err
 	}
+	if p.id.Domain != c.keys.domain {
+		return nil, wire.Errorf(wire.CodeAccess, "%s is a gateway of another domain; bearer tokens are presented to this domain by its own gateways", p.id)
+	}
 	if r.For != "" || r.Proxy != "" {
 		return nil, wire.Errorf(wire.CodeInvalid, "a bearer token names its own principal; ask without For or Proxy")
 	}

@@ -124,6 +124,8 @@ var opNames = map[Op]string{
 	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status", OpMountWatch: "mount-watch",
 	OpTokenCreate: "token-create", OpTokenCheck: "token-check",
 	OpUserPasswd: "user-passwd", OpPasswordCheck: "password-check", OpS3KeyCreate: "s3-key-create", OpS3KeyGet: "s3-key-get",
+	OpDomainLink: "domain-link", OpDomainUnlink: "domain-unlink", OpDomainList: "domain-list", OpDomainHello: "domain-hello",
+	OpDomainInvite: "domain-invite", OpDomainJoin: "domain-join", OpDomainAssert: "domain-assert",
 	OpBearerCheck: "bearer-check", OpIssuerTrust: "issuer-trust", OpIssuerList: "issuer-list", OpIssuerDistrust: "issuer-distrust", OpDomainJWKS: "domain-jwks",
 }
 
@@ -142,6 +144,7 @@ func (o Op) Idempotent() bool {
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck, OpPasswordCheck, OpS3KeyGet,
+		OpDomainList, OpDomainHello, OpDomainAssert,
 		OpBearerCheck, OpIssuerList, OpDomainJWKS:
 		return true
 	}
