@@ -294,6 +294,17 @@ func (c *Controller) issuerTrust(ctx context.Context, p *peer, req *rpc.Request)
 	if u, err := url.Parse(r.Issuer); err != nil || u.Scheme == "" || u.Host == "" || len(r.Issuer) > 512 {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "the issuer %q is no URL like https://issuer.example.org (the tokens' iss)", r.Issuer)
 	}
+	// Principals SUB@NAME must not pass for another domain's: a name is
+	// the home domain's, or a linked domain's only for that domain's own
+	// issuer (pando://NAME, whose alice@NAME is the same person).
+	if r.Name == c.keys.domain {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "%s is this domain's own name; name the issuer with another (--name)", r.Name)
+	}
+	if _, err := c.st.Get(ctx, pfxLink+r.Name); err == nil && r.Issuer != "pando://"+r.Name {
+		return rpc.Reply{}, wire.Errorf(wire.CodeExist, "%s is the name of a linked domain, whose principals are %s's own; name the issuer with another (--name)", r.Name, r.Name)
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return rpc.Reply{}, err
+	}
 	if r.Issuer == c.keys.jwtIssuer() {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "%s is this domain's own issuer, trusted already", r.Issuer)
 	}

@@ -291,3 +291,30 @@ func TestJWTReaddedUser(t *testing.T) {
 		t.Errorf("alice's token made after she was added again: %+v %v", r, err)
 	}
 }
+
+// TestIssuerNames: an issuer may not take the home domain's name, nor a
+// linked domain's unless it is that domain's own issuer (pando://NAME).
+func TestIssuerNames(t *testing.T) {
+	c := fuzzController(t)
+	if err := put(context.Background(), c.st, pfxLink+"tacc", wire.DomainLink{Name: "tacc"}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := auth.NewJWTKey()
+	jwks, _ := auth.JWKSOf(key)
+	before := snapshot(t, c)
+	for _, r := range []struct{ name, iss, says string }{
+		{"fz", "https://idp.example.org", "this domain's own name"},
+		{"tacc", "https://idp.example.org", "the name of a linked domain"},
+	} {
+		_, err := call[wire.Empty](t, c, userConn("admin"), wire.OpIssuerTrust, wire.IssuerInfo{Name: r.name, Issuer: r.iss, Audience: "a", Base: "/fz/data", JWKS: jwks})
+		if err == nil || !strings.Contains(err.Error(), r.says) {
+			t.Errorf("issuer %s named %s: %v", r.iss, r.name, err)
+		}
+	}
+	if after := snapshot(t, c); after != before {
+		t.Fatal("refused issuers changed the state")
+	}
+	if _, err := call[wire.Empty](t, c, userConn("admin"), wire.OpIssuerTrust, wire.IssuerInfo{Name: "tacc", Issuer: "pando://tacc", Audience: "a", Base: "/fz/data", JWKS: jwks}); err != nil {
+		t.Errorf("the linked domain's own issuer under its name: %v", err)
+	}
+}
