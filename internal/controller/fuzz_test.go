@@ -239,7 +239,7 @@ func FuzzControllerAdmin(f *testing.F) {
 			}
 			checkStoredLocations(t, c, m)
 		}
-		for _, pfx := range []string{pfxUser, pfxShare} {
+		for _, pfx := range []string{pfxUser, pfxShare, pfxIssuer} {
 			kvs, err := c.st.List(ctx, pfx)
 			if err != nil {
 				t.Fatal(err)
