@@ -27,6 +27,30 @@ func (e *env) userClient(t *testing.T, name string) *client.Client {
 	return e.d.Client(&cfg)
 }
 
+// seedTree makes files (name: content) and directories (name ending
+// in /) below root.
+func seedTree(root string, files map[string]string) {
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if strings.HasSuffix(name, "/") {
+			os.MkdirAll(p, 0o755)
+			continue
+		}
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(content), 0o644)
+	}
+}
+
+// jwt is a JWT of the domain's own for user, with scopes.
+func (e *env) jwt(t *testing.T, user string, scopes ...string) string {
+	t.Helper()
+	r, err := e.userClient(t, user).Admin().JWTCreate(context.Background(), scopes, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.JWT
+}
+
 // TestBearerJWT: curl with "Authorization: Bearer JWT" reads and writes
 // what the token's scopes cover and the user's ACLs grant; a trusted
 // issuer's token reads what its scopes cover below the issuer's base;
@@ -36,23 +60,13 @@ func TestBearerJWT(t *testing.T) {
 	needTool(t, "curl")
 	e := newEnv(t, false)
 	ctx := context.Background()
-	os.MkdirAll(filepath.Join(e.root, "pub"), 0o755)
-	os.MkdirAll(filepath.Join(e.root, "in"), 0o755)
-	os.WriteFile(filepath.Join(e.root, "pub", "a.txt"), []byte("public"), 0o644)
-	os.WriteFile(filepath.Join(e.root, "secret.txt"), []byte("secret"), 0o644)
+	seedTree(e.root, map[string]string{"pub/a.txt": "public", "in/": "", "secret.txt": "secret"})
 	bearer := func(tok string, args ...string) (int, string) {
 		t.Helper()
-		code, body, _ := e.curl(t, "", append([]string{"-H", "Authorization: Bearer " + tok}, args...)...)
+		code, body, _ := e.curl(t, "bearer:"+tok, args...)
 		return code, body
 	}
-	jwtOf := func(user string, scopes ...string) string {
-		t.Helper()
-		r, err := e.userClient(t, user).Admin().JWTCreate(ctx, scopes, "", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.JWT
-	}
+	jwtOf := func(user string, scopes ...string) string { return e.jwt(t, user, scopes...) }
 
 	// alice (rlidwk): read below pub, modify below in.
 	alice := jwtOf("alice", "storage.read:/d/data/pub", "storage.modify:/d/data/in")
@@ -169,4 +183,28 @@ func TestBearerJWT(t *testing.T) {
 	if code, body := bearer(sign(claims(), func(c *auth.JWTClaims) { c.ID = "new" }), e.url+"/d/data/pub/a.txt"); code != 401 || !strings.Contains(body, "not trusted") {
 		t.Errorf("a distrusted issuer's token: %d %q", code, body)
 	}
+}
+
+// TestBearerWebDAV: a WebDAV front end takes JWTs too: it lists and
+// reads what a read scope covers, and puts where a modify scope and a
+// read scope cover (WebDAV's PUT opens the file for reading and
+// writing), and not where the modify scope alone does.
+func TestBearerWebDAV(t *testing.T) {
+	needTool(t, "curl")
+	e := newEnv(t, true)
+	seedTree(e.root, map[string]string{"in/a.txt": "a", "up/": ""})
+	who := "bearer:" + e.jwt(t, "alice", "storage.read:/d/data/in", "storage.modify:/d/data/in", "storage.modify:/d/data/up")
+	if code, body, _ := e.curl(t, who, "-X", "PROPFIND", "-H", "Depth: 1", e.url+"/d/data/in/"); code != 207 || !strings.Contains(body, "a.txt") {
+		t.Fatalf("PROPFIND with a read scope: %d %q", code, body)
+	}
+	src := filepath.Join(e.dir, "src")
+	os.WriteFile(src, []byte("dav"), 0o644)
+	if code, body, _ := e.curl(t, who, "-T", src, e.url+"/d/data/in/b.txt"); code != 201 {
+		t.Fatalf("WebDAV PUT with read and modify scopes: %d %q", code, body)
+	}
+	before := testenv.Tree(t, e.root)
+	if code, _, _ := e.curl(t, who, "-T", src, e.url+"/d/data/up/c.txt"); code != 403 {
+		t.Errorf("WebDAV PUT with the modify scope alone: %d, want 403", code)
+	}
+	sameTree(t, "the share after a refused WebDAV PUT", before, testenv.Tree(t, e.root))
 }
