@@ -355,6 +355,7 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 			t.Expires = b.expires
 		}
 		rights = b.rights(acls, subj)
+		t.Scopes = auth.ScopeClaim(b.scopes)
 		for _, s := range b.scopes {
 			points = append(points, s.Path)
 		}
