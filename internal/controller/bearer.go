@@ -168,11 +168,11 @@ func (c *Controller) issuerOf(ctx context.Context, iss string) (*issuerRec, erro
 
 // ownKeySet is the key set of the domain's own JWTs.
 func ownKeySet(k *keys) (*jose.JSONWebKeySet, error) {
-	b, err := auth.JWKSOf(k.jwtKey)
+	kid, err := auth.JWTKeyID(&k.jwtKey.PublicKey)
 	if err != nil {
 		return nil, err
 	}
-	return auth.ParseJWKS(b)
+	return &jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.jwtKey.PublicKey, KeyID: kid}}}, nil
 }
 
 // resolveBearer verifies the JWT of a resolve request, if it carries
