@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"pando.dev/pando/internal/config"
+)
+
+// TestShareThroughRelay: a share process started with --relay and no
+// --listen holds no listening socket, and is read and written through the
+// mount and the CLI, by way of a relay process that counts the splices
+// and their bytes.
+func TestShareThroughRelay(t *testing.T) {
+	d := newDomain(t, "uva")
+	admin, err := config.Load(d.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(d.dir, "uva-ca.pem")
+	if err := os.WriteFile(caFile, []byte(admin.CA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rp, m := start(t, `relay listening on (\S+)`, nil, "relay", "--listen", "127.0.0.1:0", "--ca", caFile, "--metrics", "127.0.0.1:0")
+	relayAddr := m[1]
+	metrics := regexp.MustCompile(`metrics at http://(\S+)/metrics`).FindStringSubmatch(rp.output())
+	if metrics == nil {
+		t.Fatalf("the relay printed no metrics address:\n%s", rp.output())
+	}
+
+	root := filepath.Join(d.dir, "export-data")
+	os.MkdirAll(root, 0o755)
+	sp, m := start(t, `share \S+ exporting \S+ on (\S+)`, nil, "share", "--config", d.admin, "--root", root, "--name", "data",
+		"--relay", relayAddr, "--state", filepath.Join(d.dir, "share-state"))
+	if want := "relay://" + relayAddr + "/share:data@uva"; m[1] != want {
+		t.Fatalf("the share advertises %s, want %s", m[1], want)
+	}
+	if n := listeningSockets(t, sp.cmd.Process.Pid); n != 0 {
+		t.Fatalf("the share listens on %d sockets; through a relay it should open none", n)
+	}
+	d.pando(d.admin, "ns", "mount", "/uva/data", "data").ok()
+	if out := d.pando(d.admin, "share", "ls").ok().stdout; !strings.Contains(out, "relay://"+relayAddr+"/share:data@uva") {
+		t.Errorf("share ls does not show the relay address:\n%s", out)
+	}
+
+	// The CLI: put, then cat.
+	local := filepath.Join(t.TempDir(), "hello.txt")
+	os.WriteFile(local, []byte("through the relay\n"), 0o644)
+	d.pando(d.admin, "put", local, "/uva/data/hello.txt").ok()
+	if got, _ := os.ReadFile(filepath.Join(root, "hello.txt")); string(got) != "through the relay\n" {
+		t.Fatalf("the share holds %q", got)
+	}
+	if out := d.pando(d.admin, "cat", "/uva/data/hello.txt").ok().stdout; out != "through the relay\n" {
+		t.Fatalf("cat gave %q", out)
+	}
+
+	// The mount: a file the share holds read, one written and read back
+	// at the share.
+	big := randomBytes(7, 8<<20+123)
+	os.WriteFile(filepath.Join(root, "big"), big, 0o644)
+	a := mountAgent(t, d.admin)
+	got, err := os.ReadFile(filepath.Join(a.dir, "uva", "data", "big"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("read through the mount: %d bytes of %d, %v", len(got), len(big), err)
+	}
+	written := randomBytes(8, 3<<20+7)
+	if err := os.WriteFile(filepath.Join(a.dir, "uva", "data", "written"), written, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "written")); !bytes.Equal(got, written) {
+		t.Fatalf("the share holds %d bytes of the %d written through the mount", len(got), len(written))
+	}
+
+	// The relay counted them.
+	conns := relayMetric(t, metrics[1], `pando_relay_connections_total{server="share:data@uva"}`)
+	toClient := relayMetric(t, metrics[1], `pando_relay_bytes_total{direction="to_client",server="share:data@uva"}`)
+	toServer := relayMetric(t, metrics[1], `pando_relay_bytes_total{direction="to_server",server="share:data@uva"}`)
+	if conns < 2 || toClient < float64(len(big)) || toServer < float64(len(written)) {
+		t.Errorf("the relay counted %v connections, %v bytes to clients and %v to the share", conns, toClient, toServer)
+	}
+	if !strings.Contains(rp.output(), `msg="relay: server registered" server=share:data@uva`) {
+		t.Errorf("the relay's log has no registration:\n%s", rp.output())
+	}
+}
+
+// relayMetric reads one sample from a metrics page.
+func relayMetric(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no %s in the metrics:\n%s", name, body)
+	return 0
+}
+
+// listeningSockets counts the TCP sockets of process pid that listen.
+func listeningSockets(t *testing.T, pid int) int {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	if len(inodes) == 0 {
+		t.Fatalf("process %d holds no socket at all: the count cannot be trusted", pid)
+	}
+	n := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 9 && f[3] == "0A" && inodes[f[9]] { // 0A: LISTEN
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestRelayRefusesWrongCA: a share whose domain's CA the relay was not
+// given cannot register, and says so in one sentence; the relay goes on
+// serving the domain it trusts.
+func TestRelayRefusesWrongCA(t *testing.T) {
+	uva, evil := newDomain(t, "uva"), newDomain(t, "evil")
+	admin, err := config.Load(uva.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(uva.dir, "uva-ca.pem")
+	os.WriteFile(caFile, []byte(admin.CA), 0o644)
+	_, m := start(t, `relay listening on (\S+)`, nil, "relay", "--listen", "127.0.0.1:0", "--ca", caFile)
+	relayAddr := m[1]
+	root := filepath.Join(evil.dir, "export-data")
+	os.MkdirAll(root, 0o755)
+	r := runPandoFor(t, 30*time.Second, "", evil.admin, "share", "--root", root, "--name", "data", "--relay", relayAddr,
+		"--state", filepath.Join(evil.dir, "share-state"))
+	r.fails(1, "share data cannot be served through the relay", "this relay does not trust the CA that issued your certificate")
+}
