@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/holder"
 )
 
 // TestShareThroughRelay: a share process started with --relay and no
@@ -45,8 +45,8 @@ func TestShareThroughRelay(t *testing.T) {
 	if want := "relay://" + relayAddr + "/share:data@uva"; m[1] != want {
 		t.Fatalf("the share advertises %s, want %s", m[1], want)
 	}
-	if n := listeningSockets(t, sp.cmd.Process.Pid); n != 0 {
-		t.Fatalf("the share listens on %d sockets; through a relay it should open none", n)
+	if ports, sockets := holder.Listens(sp.cmd.Process.Pid); len(ports) != 0 || sockets == 0 {
+		t.Fatalf("the share listens on ports %v (of %d sockets it holds); through a relay it should open none", ports, sockets)
 	}
 	d.pando(d.admin, "ns", "mount", "/uva/data", "data").ok()
 	if out := d.pando(d.admin, "share", "ls").ok().stdout; !strings.Contains(out, "relay://"+relayAddr+"/share:data@uva") {
@@ -114,36 +114,6 @@ func relayMetric(t *testing.T, addr, name string) float64 {
 	}
 	t.Fatalf("no %s in the metrics:\n%s", name, body)
 	return 0
-}
-
-// listeningSockets counts the TCP sockets of process pid that listen.
-func listeningSockets(t *testing.T, pid int) int {
-	t.Helper()
-	inodes := map[string]bool{}
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	for _, fd := range fds {
-		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(target, "socket:[") {
-			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
-		}
-	}
-	if len(inodes) == 0 {
-		t.Fatalf("process %d holds no socket at all: the count cannot be trusted", pid)
-	}
-	n := 0
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) > 9 && f[3] == "0A" && inodes[f[9]] { // 0A: LISTEN
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // TestRelayRefusesWrongCA: a share whose domain's CA the relay was not
