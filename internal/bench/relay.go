@@ -1,0 +1,137 @@
+package bench
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"pando.dev/pando/internal/auth"
+	"pando.dev/pando/internal/client"
+	"pando.dev/pando/internal/pattern"
+	"pando.dev/pando/internal/relay"
+	"pando.dev/pando/internal/share"
+	"pando.dev/pando/internal/vfs"
+)
+
+// runRelay: a large file read cold through the mount from a share served
+// through a relay, beside the same read from a share reached directly.
+func runRelay(ctx context.Context, o Options) ([]Row, error) {
+	e, err := NewEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	size := int64(1 << 30)
+	if o.Quick {
+		size = 64 << 20
+	}
+	return RelayRead(ctx, o, e, size)
+}
+
+// StartRelay runs a relay on 127.0.0.1 that trusts the CA of e's domain
+// (and of any domain whose CA PEM is in more); it stops with e.
+func (e *Env) StartRelay(more ...[]byte) (string, *relay.Server, error) {
+	pool := x509.NewCertPool()
+	for _, pem := range append([][]byte{[]byte(e.Admin.CA)}, more...) {
+		if !pool.AppendCertsFromPEM(pem) {
+			return "", nil, fmt.Errorf("no CA certificate in %q", pem)
+		}
+	}
+	srv, err := relay.New(relay.Config{CAs: pool, Identify: func(c *x509.Certificate) (string, error) {
+		id, err := auth.IdentityFromCert(c)
+		return id.String(), err
+	}})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	go srv.Serve(ln)
+	e.closes = append(e.closes, func() { srv.Close() })
+	return ln.Addr().String(), srv, nil
+}
+
+// AddShareVia exports a new directory as share name at /<domain>/<name>,
+// served only through the relay at relayAddr (it opens no port), and
+// returns its root.
+func (e *Env) AddShareVia(ctx context.Context, name, relayAddr string) (string, error) {
+	root := filepath.Join(e.Dir, "export-"+name)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	s, err := share.Start(ctx, share.RunConfig{Name: name, Root: root, Relay: relayAddr,
+		StateDir: filepath.Join(e.Dir, "shares"), Credentials: e.Admin})
+	if err != nil {
+		return "", err
+	}
+	e.closes = append(e.closes, func() { s.Close() })
+	c, err := client.New(e.Admin, client.Options{})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if err := c.Admin().MountAdd(ctx, "/"+e.Domain+"/"+name, name, ""); err != nil {
+		return "", err
+	}
+	return root, nil
+}
+
+// RelayRead starts, in e, a relay, a share "relayed" served only through
+// it and a share "direct" reached directly, writes a file of size bytes
+// to each, and reads each cold through a fresh mount (the share's copy
+// dropped from the page cache too), alternating, three times (once with
+// o.Quick). Its row is the relayed read's median beside the direct one's,
+// with what the relay counted.
+func RelayRead(ctx context.Context, o Options, e *Env, size int64) ([]Row, error) {
+	relayAddr, srv, err := e.StartRelay()
+	if err != nil {
+		return nil, err
+	}
+	direct, _, err := e.AddShare(ctx, "direct", nil)
+	if err != nil {
+		return nil, err
+	}
+	relayed, err := e.AddShareVia(ctx, "relayed", relayAddr)
+	if err != nil {
+		return nil, err
+	}
+	name := "f" + sizeName(size)
+	for _, root := range []string{direct, relayed} {
+		if err := pattern.WriteFile(filepath.Join(root, name), size); err != nil {
+			return nil, err
+		}
+	}
+	rounds := 3
+	if o.Quick {
+		rounds = 1
+	}
+	rates := map[string][]float64{}
+	for i := range rounds {
+		for _, via := range []struct{ share, root string }{{"relayed", relayed}, {"direct", direct}} {
+			o.say("relay: cold read of %s, %s, %d of %d", sizeName(size), via.share, i+1, rounds)
+			dropCache(filepath.Join(via.root, name))
+			a, err := e.Mount(vfs.Options{}, 0)
+			if err != nil {
+				return nil, err
+			}
+			d, n, err := timeRead(a.Path("/" + e.Domain + "/" + via.share + "/" + name))
+			a.Unmount()
+			if err != nil {
+				return nil, err
+			}
+			if n != size {
+				return nil, fmt.Errorf("read %d bytes of %d from %s", n, size, via.share)
+			}
+			rates[via.share] = append(rates[via.share], mbps(size, d))
+		}
+	}
+	st := srv.Stats()["share:relayed@"+e.Domain]
+	return []Row{{Scenario: "relay", Case: sizeName(size), Metric: "cold read through a relay", Value: median(rates["relayed"]), Unit: "MB/s",
+		Ref: "the same read, share reached directly", RefValue: median(rates["direct"]), HigherBetter: true, Quick: o.Quick,
+		Note: fmt.Sprintf("median of %d; the relay spliced %d connections, %d MiB to the client, %d KiB to the share", rounds, st.Conns, st.ToClient>>20, st.ToServer>>10)}}, nil
+}
