@@ -32,6 +32,9 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Log = g.Logger()
+			if cfg.Relay != "" && !cmd.Flags().Changed("listen") {
+				cfg.Listen = "" // reached through the relay only: no port open
+			}
 			c, err := controller.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -53,6 +56,7 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 	cmd.Flags().StringVar(&cfg.Domain, "domain", "", "domain name (required at first start)")
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&cfg.Advertise, "advertise", "", "address clients dial (default: the listen address)")
+	cmd.Flags().StringVar(&cfg.Relay, "relay", "", "be served through the relay at HOST:PORT (pando relay), dialling out to it; without --listen the controller opens no port (the relay must trust the domain's CA: start once without it to create the domain)")
 	cmd.Flags().DurationVar(&cfg.TokenTTL, "token-ttl", 10*time.Minute, "lifetime of the access tokens the controller signs")
 	cmd.Flags().StringVar(&cfg.Store, "store", "", "where the domain is kept: etcd://HOST:2379,HOST:2379 (shared by several controllers), or bbolt in --state (the default)")
 	addEtcdFlags(cmd, &cfg.Etcd)

@@ -23,16 +23,7 @@ import (
 // and their bytes.
 func TestShareThroughRelay(t *testing.T) {
 	d := newDomain(t, "uva")
-	admin, err := config.Load(d.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(d.dir, "uva-ca.pem")
-	if err := os.WriteFile(caFile, []byte(admin.CA), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rp, m := start(t, `relay listening on (\S+)`, nil, "relay", "--listen", "127.0.0.1:0", "--ca", caFile, "--metrics", "127.0.0.1:0")
-	relayAddr := m[1]
+	rp, relayAddr := startRelay(t, d, "--metrics", "127.0.0.1:0")
 	metrics := regexp.MustCompile(`metrics at http://(\S+)/metrics`).FindStringSubmatch(rp.output())
 	if metrics == nil {
 		t.Fatalf("the relay printed no metrics address:\n%s", rp.output())
@@ -93,6 +84,22 @@ func TestShareThroughRelay(t *testing.T) {
 	}
 }
 
+// startRelay starts a relay process that trusts d's CA, with extra
+// flags, and returns it and its address.
+func startRelay(t *testing.T, d *domain, extra ...string) (*proc, string) {
+	t.Helper()
+	admin, err := config.Load(d.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(d.dir, d.name+"-ca.pem")
+	if err := os.WriteFile(caFile, []byte(admin.CA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, m := start(t, `relay listening on (\S+)`, nil, append([]string{"relay", "--listen", "127.0.0.1:0", "--ca", caFile}, extra...)...)
+	return p, m[1]
+}
+
 // relayMetric reads one sample from a metrics page.
 func relayMetric(t *testing.T, addr, name string) float64 {
 	t.Helper()
@@ -121,17 +128,44 @@ func relayMetric(t *testing.T, addr, name string) float64 {
 // serving the domain it trusts.
 func TestRelayRefusesWrongCA(t *testing.T) {
 	uva, evil := newDomain(t, "uva"), newDomain(t, "evil")
-	admin, err := config.Load(uva.admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(uva.dir, "uva-ca.pem")
-	os.WriteFile(caFile, []byte(admin.CA), 0o644)
-	_, m := start(t, `relay listening on (\S+)`, nil, "relay", "--listen", "127.0.0.1:0", "--ca", caFile)
-	relayAddr := m[1]
+	_, relayAddr := startRelay(t, uva)
 	root := filepath.Join(evil.dir, "export-data")
 	os.MkdirAll(root, 0o755)
 	r := runPandoFor(t, 30*time.Second, "", evil.admin, "share", "--root", root, "--name", "data", "--relay", relayAddr,
 		"--state", filepath.Join(evil.dir, "share-state"))
 	r.fails(1, "share data cannot be served through the relay", "this relay does not trust the CA that issued your certificate")
+}
+
+// TestDomainThroughRelay: a whole domain behind a firewall, its controller
+// and its share each started with --relay and no --listen (neither holds
+// a listening socket), is used from outside through the relay alone: the
+// share registers with its controller through it, and the CLI reaches
+// both through it.
+func TestDomainThroughRelay(t *testing.T) {
+	d := newDomain(t, "nat") // first start, to make the domain and its CA
+	_, relayAddr := startRelay(t, d)
+	d.ctrl.stop(t)
+	cp, m := start(t, `listening on (\S+)`, nil, "controller", "--state", filepath.Join(d.dir, "controller"), "--relay", relayAddr)
+	if want := "relay://" + relayAddr + "/controller@nat"; m[1] != want {
+		t.Fatalf("the controller advertises %s, want %s", m[1], want)
+	}
+	root := filepath.Join(d.dir, "export-data")
+	os.MkdirAll(root, 0o755)
+	sp, _ := start(t, `share \S+ exporting`, nil, "share", "--config", d.admin, "--root", root, "--name", "data",
+		"--relay", relayAddr, "--state", filepath.Join(d.dir, "share-state"))
+	for _, p := range []*proc{cp, sp} {
+		if ports, sockets := holder.Listens(p.cmd.Process.Pid); len(ports) != 0 || sockets == 0 {
+			t.Fatalf("pando %s listens on ports %v (of %d sockets); through a relay it should open none", p.cmd.Args[1], ports, sockets)
+		}
+	}
+	d.pando(d.admin, "ns", "mount", "/nat/data", "data").ok()
+	local := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(local, []byte("behind the firewall\n"), 0o644)
+	d.pando(d.admin, "put", local, "/nat/data/f").ok()
+	if out := d.pando(d.admin, "cat", "/nat/data/f").ok().stdout; out != "behind the firewall\n" {
+		t.Fatalf("cat gave %q", out)
+	}
+	if out := d.pando(d.admin, "share", "ls").ok().stdout; !strings.Contains(out, "online") {
+		t.Errorf("the share is not online:\n%s", out)
+	}
 }

@@ -1,6 +1,6 @@
 // Package relay serves a server that cannot accept connections (behind a
-// firewall or NAT) through a relay it dials out to, as Avaki's proxy
-// server did between grid domains.
+// firewall or NAT: a share, a controller) through a relay it dials out
+// to, as Avaki's proxy server did between grid domains.
 //
 // The server keeps a control connection to the relay, mutual TLS 1.3
 // with its pando certificate; the relay checks the certificate against
