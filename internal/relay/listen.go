@@ -17,6 +17,9 @@ import (
 const (
 	pingEvery   = 15 * time.Second
 	silentAfter = 3 * pingEvery
+	// maxDialBacks bounds a server's dial-backs under way (not yet
+	// accepted by its own server loop).
+	maxDialBacks = 128
 )
 
 // ListenConfig says how a server that cannot accept connections is served
@@ -40,8 +43,11 @@ type ListenConfig struct {
 // fresh connection back with the nonce it was given. Accept returns those
 // connections, over which the server runs its usual TLS.
 type Listener struct {
-	cfg   ListenConfig
-	addr  relayAddr
+	cfg  ListenConfig
+	addr relayAddr
+	// backs bounds the dial-backs under way: a relay that asks for more
+	// (it is not trusted) is ignored past it.
+	backs chan struct{}
 	conns chan net.Conn
 	quit  chan struct{}
 	once  sync.Once
@@ -73,7 +79,8 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	conf.MinVersion = tls.VersionTLS13
 	conf.InsecureSkipVerify = true // the relay is not trusted (see ListenConfig.TLS)
 	cfg.TLS = conf
-	l := &Listener{cfg: cfg, addr: relayAddr(Addr(cfg.Relay, cfg.Name)), conns: make(chan net.Conn), quit: make(chan struct{})}
+	l := &Listener{cfg: cfg, addr: relayAddr(Addr(cfg.Relay, cfg.Name)), conns: make(chan net.Conn), quit: make(chan struct{}),
+		backs: make(chan struct{}, maxDialBacks)}
 	ctl, err := l.register(ctx)
 	if err != nil {
 		return nil, err
@@ -153,9 +160,15 @@ func (l *Listener) serveControl(ctl net.Conn) error {
 		if err != nil {
 			return err
 		}
-		if dial {
+		if !dial {
+			continue
+		}
+		select {
+		case l.backs <- struct{}{}:
 			l.wg.Add(1)
 			go l.dialBack(nonce)
+		default:
+			l.cfg.Log.Warn("the relay asks for more connections at once than a server dials back; ignored", "relay", l.cfg.Relay, "limit", maxDialBacks)
 		}
 	}
 }
@@ -163,6 +176,7 @@ func (l *Listener) serveControl(ctl net.Conn) error {
 // dialBack opens the connection the relay splices to a client's.
 func (l *Listener) dialBack(nonce [NonceSize]byte) {
 	defer l.wg.Done()
+	defer func() { <-l.backs }()
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	defer cancel()
 	nc, err := DialTCP(ctx, l.cfg.Relay)

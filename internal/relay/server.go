@@ -72,6 +72,7 @@ type Server struct {
 	servers map[string]*registered       // by name
 	pending map[[NonceSize]byte]*awaited // dial-backs awaited
 	clients map[string]int               // CONNECT splices per client IP
+	active  map[string]int               // splices and pending ones per server name
 	// handshaking counts, per IP, connections whose request is not read yet.
 	handshaking map[string]int
 	ln          net.Listener
@@ -89,10 +90,9 @@ type awaited struct {
 
 // registered is a server's control connection and its splices.
 type registered struct {
-	name   string
-	ctl    net.Conn
-	wmu    sync.Mutex // serialises control lines
-	active int        // spliced and pending (under Server.mu)
+	name string
+	ctl  net.Conn
+	wmu  sync.Mutex // serialises control lines
 }
 
 // New returns a relay; Serve runs it.
@@ -108,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, lim: cfg.Limits.orDefaults(), servers: map[string]*registered{},
-		pending: map[[NonceSize]byte]*awaited{}, clients: map[string]int{}, handshaking: map[string]int{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}
+		pending: map[[NonceSize]byte]*awaited{}, clients: map[string]int{}, active: map[string]int{}, handshaking: map[string]int{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}
 	s.stats.init()
 	// The relay asks for any certificate and checks the chain itself, so
 	// that a refusal is a sentence the server can print, not a TLS alert.
@@ -366,7 +366,6 @@ func (s *Server) register(tc *tls.Conn, ip string, release func()) {
 	s.mu.Lock()
 	if old := s.servers[id]; old != nil {
 		old.ctl.Close() // the newest registration wins: the same certificate, reconnected
-		r.active = old.active
 	}
 	s.servers[id] = r
 	s.mu.Unlock()
@@ -399,12 +398,12 @@ func (s *Server) connect(nc net.Conn, name string) {
 		s.mu.Unlock()
 		s.refuse(nc, "", reasonUnknown, fmt.Sprintf("no server named %s is registered at this relay", name))
 		return
-	case r.active >= s.lim.PerServer:
+	case s.active[name] >= s.lim.PerServer:
 		s.mu.Unlock()
 		s.refuse(nc, name, reasonServerBusy, fmt.Sprintf("%s has %d connections through this relay, its limit; try again later", name, s.lim.PerServer))
 		return
 	}
-	r.active++
+	s.active[name]++
 	var nonce [NonceSize]byte
 	_, _ = rand.Read(nonce[:])
 	w := &awaited{back: make(chan *handed), gone: make(chan struct{})}
@@ -414,8 +413,8 @@ func (s *Server) connect(nc net.Conn, name string) {
 		close(w.gone)
 		s.mu.Lock()
 		delete(s.pending, nonce)
-		if cur := s.servers[name]; cur != nil {
-			cur.active--
+		if s.active[name]--; s.active[name] <= 0 {
+			delete(s.active, name)
 		}
 		s.mu.Unlock()
 	}()
