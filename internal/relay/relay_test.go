@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,5 +433,92 @@ func TestReregister(t *testing.T) {
 	defer c.Close()
 	if got := echo(t, c, "back"); got != "share:data@uva: back" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestRelaySeesOnlyTLS: every byte that crosses the relay's port on a
+// client's connection is TLS; what the client and the server say to each
+// other is not among them.
+func TestRelaySeesOnlyTLS(t *testing.T) {
+	uva := newDomain(t, "uva")
+	_, addr := startRelay(t, relay.Limits{}, uva)
+	id := shareID("uva", "data")
+	serve(t, uva, id, addr)
+	// A tap in front of the relay records what the client's side carries.
+	tap, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	var up, down bytes.Buffer // client to relay, relay to client
+	var mu sync.Mutex
+	tapped := make(chan struct{})
+	go func() {
+		defer close(tapped)
+		c, err := tap.Accept()
+		if err != nil {
+			return
+		}
+		r, err := net.Dial("tcp", addr)
+		if err != nil {
+			c.Close()
+			return
+		}
+		rec := func(dst, src net.Conn, seen *bytes.Buffer) {
+			buf := make([]byte, 4096)
+			for {
+				n, err := src.Read(buf)
+				mu.Lock()
+				seen.Write(buf[:n])
+				mu.Unlock()
+				if n > 0 {
+					dst.Write(buf[:n])
+				}
+				if err != nil {
+					dst.Close()
+					return
+				}
+			}
+		}
+		upDone := make(chan struct{})
+		go func() { rec(r, c, &up); close(upDone) }()
+		rec(c, r, &down)
+		<-upDone
+	}()
+	c, err := client(uva, relay.Addr(tap.Addr().String(), id.String()), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "the secret payload, 0123456789"
+	if got := echo(t, c, secret); got != "share:data@uva: "+secret {
+		t.Fatalf("got %q", got)
+	}
+	c.Close()
+	select {
+	case <-tapped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the splice did not end after the client closed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, way := range []struct {
+		name string
+		b    []byte
+	}{{"to the relay", up.Bytes()}, {"from the relay", down.Bytes()}} {
+		if bytes.Contains(way.b, []byte("secret payload")) {
+			t.Fatalf("the relay's port carried the payload in the clear %s", way.name)
+		}
+		// After the request line or its OK: TLS records only (content
+		// types 20..23, version 3.x).
+		rest := way.b[bytes.IndexByte(way.b, '\n')+1:]
+		if len(rest) == 0 {
+			t.Fatalf("nothing recorded %s after the relay's lines", way.name)
+		}
+		for len(rest) > 0 {
+			if len(rest) < 5 || rest[0] < 20 || rest[0] > 23 || rest[1] != 3 {
+				t.Fatalf("%s: bytes that are not a TLS record: % x", way.name, rest[:min(len(rest), 5)])
+			}
+			rest = rest[min(len(rest), 5+(int(rest[3])<<8|int(rest[4]))):]
+		}
 	}
 }
