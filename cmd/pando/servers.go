@@ -112,6 +112,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 	cmd.Flags().StringVar(&rc.Name, "name", "", "share name")
 	cmd.Flags().StringVar(&rc.Listen, "listen", "127.0.0.1:0", "address to listen on")
 	cmd.Flags().StringVar(&rc.Advertise, "advertise", "", "address others dial (for NAT, firewalls, pando wan; default the listen address)")
+	cmd.Flags().StringVar(&rc.RelayAdvertise, "relay-advertise", "", "the relay's HOST:PORT as clients dial it, where that differs from --relay (NAT, pando wan)")
 	cmd.Flags().StringVar(&rc.Relay, "relay", "", "be served through the relay at HOST:PORT (pando relay), dialling out to it; without --listen the share opens no port")
 	cmd.Flags().StringVar(&rc.StateDir, "state", "", "where the share keeps its certificate (default next to the client configuration)")
 	cmd.Flags().StringVar(&rc.Controller, "controller", "", "controller address (default: from the configuration)")

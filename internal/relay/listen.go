@@ -27,6 +27,9 @@ const (
 type ListenConfig struct {
 	// Relay is the relay's host:port.
 	Relay string
+	// Advertise is the relay's host:port as clients dial it, where that
+	// differs (NAT, a WAN emulator in front of it); default Relay.
+	Advertise string
 	// Name is the server's identity as its certificate says
 	// (share:data@uva): the relay registers it under that name only.
 	Name string
@@ -79,7 +82,10 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	conf.MinVersion = tls.VersionTLS13
 	conf.InsecureSkipVerify = true // the relay is not trusted (see ListenConfig.TLS)
 	cfg.TLS = conf
-	l := &Listener{cfg: cfg, addr: relayAddr(Addr(cfg.Relay, cfg.Name)), conns: make(chan net.Conn), quit: make(chan struct{}),
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.Relay
+	}
+	l := &Listener{cfg: cfg, addr: relayAddr(Addr(cfg.Advertise, cfg.Name)), conns: make(chan net.Conn), quit: make(chan struct{}),
 		backs: make(chan struct{}, maxDialBacks)}
 	ctl, err := l.register(ctx)
 	if err != nil {

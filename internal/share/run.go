@@ -34,6 +34,9 @@ type RunConfig struct {
 	// it registers relay://HOST:PORT/share:NAME@DOMAIN beside any direct
 	// address (see package relay).
 	Relay string
+	// RelayAdvertise is the relay's host:port as clients dial it, where
+	// that differs from Relay (default Relay).
+	RelayAdvertise string
 	// StateDir keeps the share's key and certificate.
 	StateDir string
 	// Controller overrides the controller address of the credentials.
@@ -284,7 +287,7 @@ func relayListener(ctx context.Context, rc RunConfig, id *config.Config) (*relay
 		return nil, err
 	}
 	name := auth.Identity{Domain: id.Domain, Role: auth.RoleShare, Name: rc.Name}.String()
-	l, err := relay.Listen(ctx, relay.ListenConfig{Relay: rc.Relay, Name: name, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, Log: rc.Log})
+	l, err := relay.Listen(ctx, relay.ListenConfig{Relay: rc.Relay, Advertise: rc.RelayAdvertise, Name: name, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, Log: rc.Log})
 	if err != nil {
 		return nil, fmt.Errorf("share %s cannot be served through the relay: %w", rc.Name, err)
 	}
