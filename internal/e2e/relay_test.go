@@ -20,7 +20,8 @@ import (
 // TestShareThroughRelay: a share process started with --relay and no
 // --listen holds no listening socket, and is read and written through the
 // mount and the CLI, by way of a relay process that counts the splices
-// and their bytes.
+// and their bytes; once it stops, a client asking for it is told in one
+// sentence that the relay knows no such server.
 func TestShareThroughRelay(t *testing.T) {
 	d := newDomain(t, "uva")
 	rp, relayAddr := startRelay(t, d, "--metrics", "127.0.0.1:0")
@@ -81,6 +82,13 @@ func TestShareThroughRelay(t *testing.T) {
 	}
 	if !strings.Contains(rp.output(), `msg="relay: server registered" server=share:data@uva`) {
 		t.Errorf("the relay's log has no registration:\n%s", rp.output())
+	}
+
+	// The share gone, the relay says so, in the client's one sentence.
+	sp.stop(t)
+	d.pando(d.admin, "cat", "/uva/data/hello.txt").fails(5, "cannot reach share data: the relay at "+relayAddr+" refused: no server named share:data@uva is registered at this relay")
+	if n := relayMetric(t, metrics[1], `pando_relay_refusals_total{reason="unknown-server",server=""}`); n < 1 {
+		t.Errorf("%v unknown-server refusals counted", n)
 	}
 }
 
