@@ -6,7 +6,10 @@ import (
 )
 
 // Entry is one line of an ACL. Who is a user ("alice"), a group
-// ("group:staff") or "anyone" (every authenticated principal of the domain).
+// ("group:staff") or "anyone" (every authenticated principal of the
+// domain), or the same of a linked domain: "bob@tacc",
+// "group:physics@tacc", "anyone@tacc". An entry without a domain names
+// the home domain's principals only.
 type Entry struct {
 	Who      string
 	Rights   Rights
@@ -16,10 +19,12 @@ type Entry struct {
 // ACL is the list of entries on one namespace prefix.
 type ACL []Entry
 
-// Subject is who asks: a user and their groups.
+// Subject is who asks: a user and their groups, of the home domain
+// (Domain "") or of a linked one (as its home domain names them).
 type Subject struct {
 	User   string
 	Groups []string
+	Domain string
 }
 
 // ParseEntry parses a WHO and RIGHTS pair; a WHO starting with "-" is a
@@ -31,7 +36,16 @@ func ParseEntry(who, rights string) (Entry, error) {
 	if g, ok := strings.CutPrefix(who, "group:"); ok {
 		name = g
 	}
-	if who != "anyone" {
+	if n, dom, ok := strings.Cut(name, "@"); ok {
+		if err := ValidName(dom); err != nil {
+			return Entry{}, fmt.Errorf("ACL entry for %q: domain: %w", who, err)
+		}
+		name = n
+		if n == "anyone" && who != name+"@"+dom {
+			return Entry{}, fmt.Errorf("ACL entry for %q: anyone@DOMAIN is no group; write anyone@%s", who, dom)
+		}
+	}
+	if name != "anyone" || strings.HasPrefix(who, "group:") {
 		if err := ValidName(name); err != nil {
 			return Entry{}, fmt.Errorf("ACL entry for %q: %w", who, err)
 		}
@@ -43,11 +57,29 @@ func ParseEntry(who, rights string) (Entry, error) {
 	return Entry{Who: who, Rights: r, Negative: neg}, nil
 }
 
+// Domain is the domain an entry names ("" for the home domain's).
+func (e Entry) Domain() string {
+	_, dom, _ := strings.Cut(e.Who, "@")
+	return dom
+}
+
 func (e Entry) matches(s Subject) bool {
-	if e.Who == "anyone" || e.Who == s.User {
+	who := e.Who
+	if s.Domain == "" {
+		if strings.Contains(who, "@") {
+			return false
+		}
+	} else {
+		n, ok := strings.CutSuffix(who, "@"+s.Domain)
+		if !ok {
+			return false
+		}
+		who = n
+	}
+	if who == "anyone" || who == s.User {
 		return true
 	}
-	if g, ok := strings.CutPrefix(e.Who, "group:"); ok {
+	if g, ok := strings.CutPrefix(who, "group:"); ok {
 		for _, sg := range s.Groups {
 			if sg == g {
 				return true

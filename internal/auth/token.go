@@ -37,6 +37,15 @@ type Token struct {
 	// create): it names the principal and nothing else, and no share
 	// takes it.
 	SignIn bool `cbor:"9,keyasint,omitempty"`
+	// Groups are the principal's groups as its home domain names them
+	// (plain names for this domain's users; "physics@tacc" for a
+	// linked domain's), for shares that map owners by group.
+	Groups []string `cbor:"10,keyasint,omitempty"`
+	// Assert marks a group assertion: a domain's signed word, for the
+	// linked domain named in Audience, on who the principal is and its
+	// groups. It grants nothing, and no share takes it.
+	Assert   bool   `cbor:"11,keyasint,omitempty"`
+	Audience string `cbor:"12,keyasint,omitempty"`
 }
 
 // Token errors.

@@ -79,6 +79,8 @@ type Client struct {
 	data   atomic.Int64       // file data bytes sent and received
 	// fixed: a delegated client, confined to the one target it was given.
 	fixed bool
+	// peer is set in a client of a linked domain (Peer): its home client.
+	peer *peerOf
 }
 
 // DataBytes returns the file data bytes this client sent to and received
@@ -157,6 +159,9 @@ func (c *Client) Session() string { return c.opts.Session }
 
 // Principal is who the client is, e.g. "alice@uva".
 func (c *Client) Principal() string {
+	if c.peer != nil {
+		return c.peer.home.Principal()
+	}
 	if c.opts.ActFor != "" {
 		return c.opts.ActFor + "@" + c.cfg.Domain
 	}
@@ -405,7 +410,15 @@ func (c *Client) tokenLapsed(prefix string, t *target, refused bool, err error) 
 // (that share proxy, if named, may present on this client's behalf).
 func (c *Client) resolve(ctx context.Context, prefix, proxy string) (wire.ResolveResp, error) {
 	var resp wire.ResolveResp
-	if err := c.ControllerCall(ctx, wire.OpResolve, wire.ResolveReq{Path: prefix, Proxy: proxy, For: c.opts.ActFor}, &resp); err != nil {
+	req := wire.ResolveReq{Path: prefix, Proxy: proxy, For: c.opts.ActFor}
+	if c.peer != nil {
+		a, err := c.peer.assertion(ctx)
+		if err != nil {
+			return resp, err
+		}
+		req.Assertion = a
+	}
+	if err := c.ControllerCall(ctx, wire.OpResolve, req, &resp); err != nil {
 		return wire.ResolveResp{}, err
 	}
 	if resp.Share == "" {

@@ -140,8 +140,9 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		ctrl.Close()
 		return nil, err
 	}
+	trust := auth.NewTrust(reg.Domain, pool)
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
-		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
+		TLS: auth.ServerConfigTrust(cert, trust), Trust: trust, TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
 		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name)})
 	if err != nil {
 		closeLn()
@@ -187,7 +188,7 @@ func (r *Running) watch(ctx context.Context, synced chan struct{}) {
 			if err := wire.Unmarshal(meta, &rev); err != nil {
 				return err
 			}
-			if rev.Before == 0 && rev.Principal == "" && len(rev.Serials) == 0 {
+			if rev.Marker() {
 				if synced != nil {
 					close(synced)
 					synced = nil

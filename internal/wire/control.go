@@ -17,6 +17,10 @@ type ResolveReq struct {
 	// the token is that user's, with the user's rights, and the gateway
 	// may present it.
 	For string `cbor:"3,keyasint,omitempty"`
+	// Assertion, from a principal of a linked domain, is its home
+	// domain's signed word on who it is and its groups
+	// (OpDomainAssert); the controller of the data decides with it.
+	Assertion []byte `cbor:"4,keyasint,omitempty"`
 }
 
 // ResolveResp maps a global path to a share. If the path is above every
@@ -244,6 +248,20 @@ type Revocation struct {
 	Principal string   `cbor:"1,keyasint,omitempty"`
 	Before    int64    `cbor:"2,keyasint"`
 	Serials   []string `cbor:"3,keyasint,omitempty"`
+	// Domain voids every connection and token of a principal of that
+	// linked domain (it was unlinked).
+	Domain string `cbor:"4,keyasint,omitempty"`
+	// Trusted, with TrustSet, is the whole set of linked domains whose
+	// certificates a share accepts now (sent when a watch begins and
+	// whenever a link changes).
+	Trusted  []TrustedDomain `cbor:"5,keyasint,omitempty"`
+	TrustSet bool            `cbor:"6,keyasint,omitempty"`
+}
+
+// Marker reports whether r is the watch's end-of-sync marker (nothing to
+// revoke, no trust set).
+func (r Revocation) Marker() bool {
+	return r.Before == 0 && r.Principal == "" && len(r.Serials) == 0 && r.Domain == "" && !r.TrustSet
 }
 
 // WhoAmIResp tells a client who the controller thinks it is.

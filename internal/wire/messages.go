@@ -117,6 +117,8 @@ var opNames = map[Op]string{
 	OpWatch: "watch", OpWhoAmI: "whoami", OpStatus: "status", OpMountWatch: "mount-watch",
 	OpTokenCreate: "token-create", OpTokenCheck: "token-check",
 	OpUserPasswd: "user-passwd", OpPasswordCheck: "password-check", OpS3KeyCreate: "s3-key-create", OpS3KeyGet: "s3-key-get",
+	OpDomainLink: "domain-link", OpDomainUnlink: "domain-unlink", OpDomainList: "domain-list", OpDomainHello: "domain-hello",
+	OpDomainInvite: "domain-invite", OpDomainJoin: "domain-join", OpDomainAssert: "domain-assert",
 }
 
 func (o Op) String() string {
@@ -133,7 +135,8 @@ func (o Op) Idempotent() bool {
 	case OpAuth, OpGetAttr, OpReadDir, OpRead, OpReadlink, OpStatFS, OpPing, OpFsync, OpFGetAttr, OpGetInv, OpDelegReturn, OpValidate,
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
-		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck, OpPasswordCheck, OpS3KeyGet:
+		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck, OpPasswordCheck, OpS3KeyGet,
+		OpDomainList, OpDomainHello, OpDomainAssert:
 		return true
 	}
 	return false
