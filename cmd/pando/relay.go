@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,23 +36,26 @@ share dials back. Client and share run their own mutual TLS through the
 splice: the relay reads nothing of it. The relay needs one port, open to
 shares and clients; they need none.
 
---ca names the CA certificates (PEM) whose shares may register: each domain's
-is the "ca" of its credential bundles.`,
+--ca names the CA certificates (PEM) whose shares and controllers may register,
+one per domain: each domain's is the "ca" of its credential bundles. A
+certificate is accepted only from the CA of the domain it names.`,
 		Example: `  pando relay --listen 0.0.0.0:7400 --ca uva-ca.pem --ca tacc-ca.pem --metrics 127.0.0.1:9752`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(cas) == 0 {
 				return cli.Usagef("pando relay needs --ca FILE: the CA certificate of each domain whose shares it serves")
 			}
-			pool := x509.NewCertPool()
+			var pems [][]byte
 			for _, f := range cas {
 				pem, err := os.ReadFile(f)
 				if err != nil {
 					return fmt.Errorf("cannot read the CA certificate: %w", err)
 				}
-				if !pool.AppendCertsFromPEM(pem) {
-					return cli.Usagef("--ca %s holds no PEM certificate", f)
-				}
+				pems = append(pems, pem)
+			}
+			trust, err := auth.NewForeign(pems)
+			if err != nil {
+				return cli.Usagef("--ca: %v", err)
 			}
 			// The relay's log is its record: every registration, refusal
 			// and splice (with its bytes each way), at level INFO.
@@ -59,8 +63,8 @@ is the "ca" of its credential bundles.`,
 			if g.Verbose {
 				log = g.Logger()
 			}
-			srv, err := relay.New(relay.Config{CAs: pool, Limits: lim, Log: log, Identify: func(c *x509.Certificate) (string, error) {
-				id, err := auth.IdentityFromCert(c)
+			srv, err := relay.New(relay.Config{Limits: lim, Log: log, Verify: func(chain []*x509.Certificate) (string, error) {
+				id, err := trust.Verify(chain)
 				return id.String(), err
 			}})
 			if err != nil {
@@ -79,7 +83,7 @@ is the "ca" of its credential bundles.`,
 				defer ms.Close()
 				fmt.Fprintf(cmd.OutOrStdout(), "metrics at http://%s/metrics\n", ms.Addr())
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "relay listening on %s\n", ln.Addr())
+			fmt.Fprintf(cmd.OutOrStdout(), "relay for domains %s listening on %s\n", strings.Join(trust.Domains(), ", "), ln.Addr())
 			go func() {
 				<-cmd.Context().Done()
 				srv.Close()

@@ -57,14 +57,12 @@ func runRelay(ctx context.Context, o Options) ([]Row, error) {
 // StartRelay runs a relay on 127.0.0.1 that trusts the CA of e's domain
 // (and of any domain whose CA PEM is in more); it stops with e.
 func (e *Env) StartRelay(more ...[]byte) (string, *relay.Server, error) {
-	pool := x509.NewCertPool()
-	for _, pem := range append([][]byte{[]byte(e.Admin.CA)}, more...) {
-		if !pool.AppendCertsFromPEM(pem) {
-			return "", nil, fmt.Errorf("no CA certificate in %q", pem)
-		}
+	trust, err := auth.NewForeign(append([][]byte{[]byte(e.Admin.CA)}, more...))
+	if err != nil {
+		return "", nil, err
 	}
-	srv, err := relay.New(relay.Config{CAs: pool, Identify: func(c *x509.Certificate) (string, error) {
-		id, err := auth.IdentityFromCert(c)
+	srv, err := relay.New(relay.Config{Verify: func(chain []*x509.Certificate) (string, error) {
+		id, err := trust.Verify(chain)
 		return id.String(), err
 	}})
 	if err != nil {

@@ -104,7 +104,7 @@ func startRelay(t *testing.T, d *domain, extra ...string) (*proc, string) {
 	if err := os.WriteFile(caFile, []byte(admin.CA), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, m := start(t, `relay listening on (\S+)`, nil, append([]string{"relay", "--listen", "127.0.0.1:0", "--ca", caFile}, extra...)...)
+	p, m := start(t, `relay for domains \S+ listening on (\S+)`, nil, append([]string{"relay", "--listen", "127.0.0.1:0", "--ca", caFile}, extra...)...)
 	return p, m[1]
 }
 
@@ -141,7 +141,7 @@ func TestRelayRefusesWrongCA(t *testing.T) {
 	os.MkdirAll(root, 0o755)
 	r := runPandoFor(t, 30*time.Second, "", evil.admin, "share", "--root", root, "--name", "data", "--relay", relayAddr,
 		"--state", filepath.Join(evil.dir, "share-state"))
-	r.fails(1, "share data cannot be served through the relay", "this relay does not trust the CA that issued your certificate")
+	r.fails(1, "share data cannot be served through the relay", "this relay does not accept your certificate: share:data@evil is of domain evil, which is not among the domains trusted here (uva)")
 }
 
 // TestDomainThroughRelay: a whole domain behind a firewall, its controller

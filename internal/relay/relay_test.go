@@ -51,17 +51,26 @@ func shareID(domain, name string) auth.Identity {
 	return auth.Identity{Domain: domain, Role: auth.RoleShare, Name: name}
 }
 
+// verifier trusts the CAs of doms, each for its own domain.
+func verifier(t *testing.T, doms ...*domain) func([]*x509.Certificate) (string, error) {
+	var pems [][]byte
+	for _, d := range doms {
+		pems = append(pems, d.ca.CertPEM())
+	}
+	f, err := auth.NewForeign(pems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(chain []*x509.Certificate) (string, error) {
+		id, err := f.Verify(chain)
+		return id.String(), err
+	}
+}
+
 // startRelay runs a relay trusting the CAs of doms.
 func startRelay(t *testing.T, lim relay.Limits, doms ...*domain) (*relay.Server, string) {
 	t.Helper()
-	pool := x509.NewCertPool()
-	for _, d := range doms {
-		pool.AppendCertsFromPEM(d.ca.CertPEM())
-	}
-	srv, err := relay.New(relay.Config{CAs: pool, Limits: lim, Identify: func(c *x509.Certificate) (string, error) {
-		id, err := auth.IdentityFromCert(c)
-		return id.String(), err
-	}})
+	srv, err := relay.New(relay.Config{Limits: lim, Verify: verifier(t, doms...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +228,10 @@ func TestUntrustedCA(t *testing.T) {
 	id := shareID("uva", "data")
 	ln := serve(t, uva, id, addr)
 	_, err := listen(evil, shareID("evil", "data"), "share:data@evil", addr)
-	mustRefuse(t, err, "does not trust the CA that issued your certificate")
+	mustRefuse(t, err, "this relay does not accept your certificate: share:data@evil is of domain evil, which is not among the domains trusted here (uva)")
 	// Nor can a CA that calls itself uva's pass for it.
 	_, err = listen(fake, shareID("uva", "data"), "share:data@uva", addr)
-	mustRefuse(t, err, "does not trust the CA")
+	mustRefuse(t, err, "this relay does not accept your certificate: the certificate of share:data@uva was not issued by domain uva's CA")
 	c, err := client(uva, ln.Addr().String(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -404,12 +413,7 @@ func TestReregister(t *testing.T) {
 	ln := serve(t, uva, id, addr)
 	srv.Close()
 	// A new relay at the same address: the server comes back to it.
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(uva.ca.CertPEM())
-	srv2, err := relay.New(relay.Config{CAs: pool, Identify: func(c *x509.Certificate) (string, error) {
-		id, err := auth.IdentityFromCert(c)
-		return id.String(), err
-	}})
+	srv2, err := relay.New(relay.Config{Verify: verifier(t, uva)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,14 +48,14 @@ func (l Limits) orDefaults() Limits {
 
 // Config configures a relay.
 type Config struct {
-	// CAs are the CAs whose certificates may register servers.
-	CAs *x509.CertPool
-	// Identify names a verified server certificate's holder (for pando:
-	// auth.IdentityFromCert's String). A server registers under that name
-	// only.
-	Identify func(*x509.Certificate) (string, error)
-	Limits   Limits
-	Log      *slog.Logger
+	// Verify checks a server's certificate chain (leaf first) and
+	// returns the name its holder registers under, and no other (for
+	// pando: auth.Foreign's Verify, each domain's CA for its own domain
+	// only, and the identity's String). Its error, one sentence, is what
+	// the server is told.
+	Verify func(chain []*x509.Certificate) (string, error)
+	Limits Limits
+	Log    *slog.Logger
 }
 
 // Server is a relay: servers that cannot accept connections register with
@@ -97,7 +97,7 @@ type registered struct {
 
 // New returns a relay; Serve runs it.
 func New(cfg Config) (*Server, error) {
-	if cfg.CAs == nil || cfg.Identify == nil {
+	if cfg.Verify == nil {
 		return nil, errors.New("a relay needs the CA certificates it trusts (--ca)")
 	}
 	if cfg.Log == nil {
@@ -110,8 +110,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, lim: cfg.Limits.orDefaults(), servers: map[string]*registered{},
 		pending: map[[NonceSize]byte]*awaited{}, clients: map[string]int{}, active: map[string]int{}, handshaking: map[string]int{}, conns: map[net.Conn]struct{}{}, quit: make(chan struct{})}
 	s.stats.init()
-	// The relay asks for any certificate and checks the chain itself, so
-	// that a refusal is a sentence the server can print, not a TLS alert.
+	// The relay asks for any certificate and has Verify check it, so that
+	// a refusal is a sentence the server can print, not a TLS alert.
 	s.tls = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAnyClientCert}
 	return s, nil
 }
@@ -343,19 +343,9 @@ func (s *Server) register(tc *tls.Conn, ip string, release func()) {
 		s.refuse(tc, "", reasonBadRequest, "a server's first line over TLS is a REGISTER request")
 		return
 	}
-	certs := tc.ConnectionState().PeerCertificates
-	inter := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: s.cfg.CAs, Intermediates: inter,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		s.refuse(tc, "", reasonUntrusted, "this relay does not trust the CA that issued your certificate ("+oneLine(err)+")")
-		return
-	}
-	id, err := s.cfg.Identify(certs[0])
+	id, err := s.cfg.Verify(tc.ConnectionState().PeerCertificates)
 	if err != nil {
-		s.refuse(tc, "", reasonUntrusted, "your certificate names no server: "+oneLine(err))
+		s.refuse(tc, "", reasonUntrusted, "this relay does not accept your certificate: "+oneLine(err))
 		return
 	}
 	if id != req.Name {
