@@ -3,7 +3,6 @@ package auth
 import (
 	"crypto/x509"
 	"testing"
-	"time"
 )
 
 // TestForeign: each CA is trusted for its own domain only; a CA of one
@@ -12,18 +11,7 @@ func TestForeign(t *testing.T) {
 	uva, _ := NewCA("uva")
 	tacc, _ := NewCA("tacc")
 	rogue, _ := NewCA("evil")
-	chain := func(c *CA, id Identity) []*x509.Certificate {
-		key, _, _ := NewKey()
-		certPEM, _, err := c.Issue(id, key.Public(), time.Hour, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := ParseCertPEM(certPEM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []*x509.Certificate{cert}
-	}
+	chain := func(c *CA, id Identity) []*x509.Certificate { return []*x509.Certificate{issued(t, c, id)} }
 	f, err := NewForeign([][]byte{uva.CertPEM(), tacc.CertPEM()})
 	if err != nil {
 		t.Fatal(err)
