@@ -84,6 +84,12 @@ func TestShareThroughRelay(t *testing.T) {
 		t.Errorf("the relay's log has no registration:\n%s", rp.output())
 	}
 
+	// pando doctor reaches the share through the relay too.
+	out, _, _ := runDoctor(t, d.admin)
+	if l := doctorLines(t, out)["share data"]; l[0] != "ok" {
+		t.Errorf("doctor's check of the share through the relay: %s %s", l[0], l[1])
+	}
+
 	// The share gone, the relay says so, in the client's one sentence.
 	sp.stop(t)
 	d.pando(d.admin, "cat", "/uva/data/hello.txt").fails(5, "cannot reach share data: the relay at "+relayAddr+" refused: no server named share:data@uva is registered at this relay")
