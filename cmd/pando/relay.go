@@ -95,8 +95,8 @@ certificate is accepted only from the CA of the domain it names.`,
 	fl.StringVar(&listen, "listen", "127.0.0.1:7400", "address to listen on (shares and clients both dial it)")
 	fl.StringArrayVar(&cas, "ca", nil, "CA certificate (PEM) whose shares may register (repeatable)")
 	fl.StringVar(&metrics, "metrics", "", "also serve Prometheus metrics at http://ADDR/metrics")
-	fl.IntVar(&lim.PerServer, "per-server", 64, "connections spliced to one share at a time")
-	fl.IntVar(&lim.PerClient, "per-client", 32, "connections one client address may hold")
+	fl.IntVar(&lim.PerServer, "per-server", 256, "connections spliced to one share at a time")
+	fl.IntVar(&lim.PerClient, "per-client", 128, "connections one client address may hold")
 	fl.DurationVar(&lim.Handshake, "handshake-timeout", 0, "time a peer has to send its request, and a share to dial back (default 10s)")
 	fl.DurationVar(&lim.Idle, "idle", 0, "end a splice on which nothing moved for this long (default 5m)")
 	return cmd

@@ -17,10 +17,12 @@ import (
 // defaults.
 type Limits struct {
 	// PerServer caps the spliced (and pending) connections to one
-	// registered server (default 64).
+	// registered server (default 256: some 80 agents, at three
+	// connections each).
 	PerServer int
 	// PerClient caps the connections one client address (IP) holds:
-	// spliced, pending, or still sending its request (default 32).
+	// spliced, pending, or still sending its request (default 128: an
+	// agent or gateway host reading some 40 shares through the relay).
 	PerClient int
 	// Handshake bounds a peer's request line, and a server's dial back
 	// (default 10 s).
@@ -32,10 +34,10 @@ type Limits struct {
 
 func (l Limits) orDefaults() Limits {
 	if l.PerServer <= 0 {
-		l.PerServer = 64
+		l.PerServer = 256
 	}
 	if l.PerClient <= 0 {
-		l.PerClient = 32
+		l.PerClient = 128
 	}
 	if l.Handshake <= 0 {
 		l.Handshake = handshakeTimeout
