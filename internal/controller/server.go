@@ -326,6 +326,20 @@ func (c *Controller) broadcast(r wire.Revocation) {
 
 func splitHost(addr string) (string, string, error) { return net.SplitHostPort(addr) }
 
+// controllerAddr reports whether a is an address a controller may be
+// dialled at: HOST:PORT, or a relay's relay://HOST:PORT/NAME.
+func controllerAddr(a string) bool {
+	if len(a) > 255 {
+		return false
+	}
+	if relay.IsAddr(a) {
+		_, _, err := relay.ParseAddr(a)
+		return err == nil
+	}
+	_, _, err := splitHost(a)
+	return err == nil
+}
+
 func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])

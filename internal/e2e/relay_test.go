@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -153,8 +154,9 @@ func TestRelayRefusesWrongCA(t *testing.T) {
 // TestDomainThroughRelay: a whole domain behind a firewall, its controller
 // and its share each started with --relay and no --listen (neither holds
 // a listening socket), is used from outside through the relay alone: the
-// share registers with its controller through it, and the CLI reaches
-// both through it.
+// share registers with its controller through it, the CLI reaches both
+// through it, and another domain links it at its relay address and reads
+// its share.
 func TestDomainThroughRelay(t *testing.T) {
 	d := newDomain(t, "nat") // first start, to make the domain and its CA
 	_, relayAddr := startRelay(t, d)
@@ -181,5 +183,23 @@ func TestDomainThroughRelay(t *testing.T) {
 	}
 	if out := d.pando(d.admin, "share", "ls").ok().stdout; !strings.Contains(out, "online") {
 		t.Errorf("the share is not online:\n%s", out)
+	}
+
+	// Another domain links it at its relay address and reads it, the
+	// controller and the share both reached through the relay.
+	uva := newDomain(t, "uva")
+	alice := uva.addUser("alice", "physics")
+	fpNat := strings.TrimSpace(d.pando(d.admin, "domain", "fingerprint").ok().stdout)
+	fpUva := strings.TrimSpace(uva.pando(uva.admin, "domain", "fingerprint").ok().stdout)
+	d.pando(d.admin, "domain", "link", "uva", "--controller", uva.addr, "--fingerprint", fpUva).ok()
+	uva.pando(uva.admin, "domain", "link", "nat", "--controller", m[1], "--fingerprint", fpNat, "--admit", "none").ok()
+	d.pando(d.admin, "acl", "set", "/nat/data", "group:physics@uva", "rl").ok()
+	if out := uva.pando(uva.admin, "domain", "ls").ok().stdout; !strings.Contains(out, "reachable") {
+		t.Errorf("pando domain ls at uva:\n%s", out)
+	}
+	p := peerOf(t, uva.client(alice), "nat")
+	data, _, _, err := p.GetFile(context.Background(), "/nat/data/f", make([]byte, 4096))
+	if err != nil || string(data) != "behind the firewall\n" {
+		t.Fatalf("alice@uva's read through the relay: %q, %v", data, err)
 	}
 }
