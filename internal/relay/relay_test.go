@@ -99,6 +99,13 @@ func serve(t *testing.T, d *domain, id auth.Identity, relayAddr string) *relay.L
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	echoOn(d, id, ln)
+	return ln
+}
+
+// echoOn answers each line a client sends on ln, over mutual TLS as id,
+// with the server's name and the line.
+func echoOn(d *domain, id auth.Identity, ln net.Listener) {
 	conf := auth.ServerConfig(d.cert(id), d.ca.Pool())
 	go func() {
 		for {
@@ -120,7 +127,6 @@ func serve(t *testing.T, d *domain, id auth.Identity, relayAddr string) *relay.L
 			}()
 		}
 	}()
-	return ln
 }
 
 func listen(d *domain, id auth.Identity, name, relayAddr string) (*relay.Listener, error) {
@@ -524,5 +530,47 @@ func TestRelaySeesOnlyTLS(t *testing.T) {
 			}
 			rest = rest[min(len(rest), 5+(int(rest[3])<<8|int(rest[4]))):]
 		}
+	}
+}
+
+// TestMerge: a server that listens and is served through a relay answers
+// on both, with one loop; closing the merged listener closes both.
+func TestMerge(t *testing.T) {
+	uva := newDomain(t, "uva")
+	_, addr := startRelay(t, relay.Limits{}, uva)
+	id := shareID("uva", "data")
+	via, err := listen(uva, id, id.String(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := relay.Merge(direct, via)
+	echoOn(uva, id, both)
+	c, err := client(uva, via.Addr().String(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := echo(t, c, "via"); got != "share:data@uva: via" {
+		t.Errorf("through the relay: %q", got)
+	}
+	raw, err := net.Dial("tcp", direct.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := tls.Client(raw, auth.ClientConfig(uva.cert(auth.Identity{Domain: "uva", Role: auth.RoleUser, Name: "bob"}), uva.ca.Pool(), nil))
+	defer dc.Close()
+	if got := echo(t, dc, "direct"); got != "share:data@uva: direct" {
+		t.Errorf("directly: %q", got)
+	}
+	both.Close()
+	if _, err := net.DialTimeout("tcp", direct.Addr().String(), time.Second); err == nil {
+		t.Error("the direct listener still accepts after Close")
+	}
+	if _, err := both.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v", err)
 	}
 }
