@@ -318,3 +318,30 @@ func TestIssuerNames(t *testing.T) {
 		t.Errorf("the linked domain's own issuer under its name: %v", err)
 	}
 }
+
+// TestLinkUnderIssuerName: a domain is not linked under the name of a
+// trusted issuer (whose principals are SUB@NAME), but for that domain's
+// own issuer.
+func TestLinkUnderIssuerName(t *testing.T) {
+	c := fuzzController(t)
+	ctx := context.Background()
+	key, _ := auth.NewJWTKey()
+	jwks, _ := auth.JWKSOf(key)
+	if _, err := call[wire.Empty](t, c, userConn("admin"), wire.OpIssuerTrust, wire.IssuerInfo{Name: "idp", Issuer: "https://idp.example.org", Audience: "a", Base: "/fz/data", JWKS: jwks}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, c)
+	err := c.storeLink(ctx, wire.DomainLink{Name: "idp", Admit: wire.AdmitAll})
+	if err == nil || !strings.Contains(err.Error(), "names a trusted token issuer") {
+		t.Fatalf("a link under an issuer's name: %v", err)
+	}
+	if after := snapshot(t, c); after != before {
+		t.Fatal("the refused link changed the state")
+	}
+	if _, err := call[wire.Empty](t, c, userConn("admin"), wire.OpIssuerTrust, wire.IssuerInfo{Name: "tacc", Issuer: "pando://tacc", Audience: "a", Base: "/fz/data", JWKS: jwks}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.storeLink(ctx, wire.DomainLink{Name: "tacc", Admit: wire.AdmitAll}); err != nil {
+		t.Fatalf("a link under the name of the domain's own issuer: %v", err)
+	}
+}
