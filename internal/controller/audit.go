@@ -33,6 +33,7 @@ var changes = map[wire.Op]bool{
 	wire.OpUserAdd:      true, wire.OpUserRevoke: true, wire.OpUserPasswd: true, wire.OpACLSet: true,
 	wire.OpMountAdd: true, wire.OpMountRemove: true, wire.OpShareRegister: true, wire.OpTokenCreate: true,
 	wire.OpDomainLink: true, wire.OpDomainUnlink: true, wire.OpDomainInvite: true, wire.OpDomainJoin: true,
+	wire.OpIssuerTrust: true, wire.OpIssuerDistrust: true,
 }
 
 // refusal reports whether err refuses a principal (rather than failing
@@ -136,6 +137,9 @@ func describe(req *rpc.Request) (path, detail string) {
 			return "", fmt.Sprintf("share %s registered at %s", r.Name, strings.Join(r.Addrs, ","))
 		}
 	case wire.OpTokenCreate:
+		if r, ok := decoded[wire.TokenCreateReq](req); ok && len(r.Scopes) > 0 {
+			return "", fmt.Sprintf("bearer token (JWT) created, scopes %s, audience %q", strings.Join(r.Scopes, " "), r.Audience)
+		}
 		return "", "sign-in token created"
 	case wire.OpDomainLink: // never the invitation's code: it is a secret
 		if r, ok := decoded[wire.DomainLinkReq](req); ok {
@@ -147,6 +151,14 @@ func describe(req *rpc.Request) (path, detail string) {
 	case wire.OpDomainAssert:
 		if r, ok := decoded[wire.DomainAssertReq](req); ok {
 			return "", "group assertion signed for domain " + r.Domain
+		}
+	case wire.OpIssuerTrust:
+		if r, ok := decoded[wire.IssuerInfo](req); ok {
+			return r.Base, fmt.Sprintf("issuer %s trusted as %s, audience %s", r.Issuer, r.Name, r.Audience)
+		}
+	case wire.OpIssuerDistrust:
+		if r, ok := decoded[wire.IssuerDistrustReq](req); ok {
+			return "", "issuer " + r.Name + " distrusted"
 		}
 	case wire.OpDomainUnlink:
 		if r, ok := decoded[wire.DomainNameReq](req); ok {

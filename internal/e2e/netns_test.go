@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,6 +157,49 @@ func TestDomainsAcrossNetworks(t *testing.T) {
 	if err != nil || len(ents) != 2 {
 		t.Errorf("the mount's root: %v %v", ents, err)
 	}
+
+	// tacc stops answering (its controller and share frozen, as a host
+	// that hangs): uva's part of the mount serves on, tacc's fails in
+	// seconds, and what the mount holds of tacc stays readable.
+	if err := os.WriteFile(filepath.Join(uvaRoot, "local.txt"), []byte("at home\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	frozen := []*proc{tacc.ctrl, tacc.shares["data"]}
+	for _, p := range frozen {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thaw := func() {
+		for _, p := range frozen {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	if b, err := os.ReadFile(filepath.Join(mnt, "uva", "home", "local.txt")); err != nil || string(b) != "at home\n" {
+		thaw()
+		t.Fatalf("uva's own files with tacc frozen: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "tacc", "data", "hello.txt")); err != nil || string(b) != "hello from tacc\n" {
+		thaw()
+		t.Fatalf("tacc's file the mount holds, with tacc frozen: %q %v", b, err)
+	}
+	failed := make(chan error, 1)
+	go func() { _, err := os.ReadFile(filepath.Join(mnt, "tacc", "data", "never-read.txt")); failed <- err }()
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Error("a file tacc never had was read with tacc frozen")
+		}
+	case <-time.After(60 * time.Second):
+		thaw()
+		t.Fatal("a read of tacc's namespace with tacc frozen did not fail within 60 s")
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "uva", "home", "local.txt")); err != nil || string(b) != "at home\n" {
+		thaw()
+		t.Fatalf("uva's own files after tacc's part failed: %q %v", b, err)
+	}
+	thaw()
 
 	// A negative entry for alice wins over her group's grant; tacc decides.
 	tacc.inSite(tacc.admin, "acl", "set", "/tacc/data", "--", "-alice@uva", "w").ok()
