@@ -49,7 +49,7 @@ Then try:                         pando ls /local`,
 		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g), newTokenCmd(g),
 		newMountCmd(g), newServeCmd(g), newStatsCmd(g), newCacheCmd(g),
 		newCpCmd(g), newWanCmd(), newBenchCmd(), newVersionCmd(), newAdminCmd(), newStatusCmd(g), newWaitCmd(g),
-		newDoctorCmd(g), newManCmd(), newLoginCmd(g), newLogoutCmd(),
+		newDoctorCmd(g), newManCmd(), newLoginCmd(g), newLogoutCmd(), newDomainCmd(g),
 	)
 	return root
 }

@@ -19,6 +19,22 @@ func ServerConfig(cert tls.Certificate, pool *x509.CertPool) *tls.Config {
 	}
 }
 
+// ServerConfigTrust is ServerConfig for a server that also accepts linked
+// domains' principals: a client certificate is checked, at the handshake,
+// against the CA of the domain it names (Trust.Verify), as trust has them
+// at that moment.
+func ServerConfigTrust(cert tls.Certificate, trust *Trust) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAnyClientCert,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := trust.Verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
+			return err
+		},
+	}
+}
+
 // ClientConfig verifies the server's chain against pool and then its
 // identity with expect (if not nil). Host names are not checked: shares are
 // dialled through NAT and proxies under addresses not in their certificate.

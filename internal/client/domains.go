@@ -15,7 +15,15 @@ import (
 // linked with, as the home controller has them.
 func (c *Client) Links(ctx context.Context) (wire.DomainListResp, error) {
 	var r wire.DomainListResp
-	err := c.ControllerCall(ctx, wire.OpDomainList, wire.Empty{}, &r)
+	err := c.ControllerCall(ctx, wire.OpDomainList, wire.DomainListReq{}, &r)
+	return r, err
+}
+
+// ProbeLinks is Links after the home controller has asked each linked
+// domain's controller whether it answers (pando domain ls).
+func (c *Client) ProbeLinks(ctx context.Context) (wire.DomainListResp, error) {
+	var r wire.DomainListResp
+	err := c.ControllerCall(ctx, wire.OpDomainList, wire.DomainListReq{Probe: true}, &r)
 	return r, err
 }
 
@@ -76,4 +84,24 @@ func (p *peerOf) assertion(ctx context.Context) ([]byte, error) {
 	}
 	p.assert, p.fetched, p.expires = r.Assertion, now, time.Unix(0, r.Expires)
 	return p.assert, nil
+}
+
+// DomainLink links the domain l.Name (administrators): by address and the
+// fingerprint of its CA, or, with code, by redeeming its invitation.
+func (a Admin) DomainLink(ctx context.Context, l wire.DomainLink, fingerprint, code string) (wire.DomainLink, error) {
+	var out wire.DomainLink
+	err := a.c.ControllerCall(ctx, wire.OpDomainLink, wire.DomainLinkReq{Link: l, Fingerprint: fingerprint, Code: code}, &out)
+	return out, err
+}
+
+// DomainUnlink ends the link with domain name at once.
+func (a Admin) DomainUnlink(ctx context.Context, name string) error {
+	return a.c.ControllerCall(ctx, wire.OpDomainUnlink, wire.DomainNameReq{Name: name}, nil)
+}
+
+// DomainInvite makes a one-time invitation for domain r.Name.
+func (a Admin) DomainInvite(ctx context.Context, r wire.DomainInviteReq) (wire.DomainInviteResp, error) {
+	var out wire.DomainInviteResp
+	err := a.c.ControllerCall(ctx, wire.OpDomainInvite, r, &out)
+	return out, err
 }

@@ -18,6 +18,14 @@ import (
 // Serve dispatches one controller request.
 func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
 	p := req.Conn.State.(*peer)
+	if p.stranger && req.Op != wire.OpPing && req.Op != wire.OpDomainHello && req.Op != wire.OpDomainJoin {
+		return rpc.Reply{}, wire.Errorf(wire.CodeTokenInvalid, "domain %s is not linked with %s, whose controller serves it nothing but its hello; its administrator links it with pando domain link %s or joins an invitation",
+			p.id.Domain, c.keys.domain, p.id.Domain)
+	}
+	if p.id.Domain != c.keys.domain && !p.stranger && !remoteOp(req.Op) {
+		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "%s is a principal of linked domain %s: the controller of %s serves it only tokens and the mount table, not %s requests",
+			p.id, p.id.Domain, c.keys.domain, req.Op)
+	}
 	switch req.Op {
 	case wire.OpPing:
 		return rpc.Reply{}, nil
@@ -29,6 +37,9 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.resolve(ctx, p, req)
 	case wire.OpMountList:
 		m, err := loadMounts(ctx, c.st)
+		if err == nil {
+			m, err = c.filterMounts(ctx, p, m)
+		}
 		return rpc.Reply{Msg: wire.MountListResp{Domain: c.keys.domain, Entries: m, Controllers: c.Controllers(ctx)}}, err
 	case wire.OpMountAdd:
 		return c.mountAdd(ctx, p, req)
@@ -51,7 +62,7 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 	case wire.OpWatch:
 		return c.watch(ctx, p, req)
 	case wire.OpMountWatch:
-		return c.mountWatch(ctx, req)
+		return c.mountWatch(ctx, p, req)
 	case wire.OpTokenCreate:
 		return c.tokenCreate(ctx, p, req)
 	case wire.OpTokenCheck:
@@ -64,6 +75,20 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.s3KeyCreate(ctx, p, req)
 	case wire.OpS3KeyGet:
 		return c.s3KeyGet(ctx, p, req)
+	case wire.OpDomainHello:
+		return rpc.Reply{Msg: c.hello(ctx)}, nil
+	case wire.OpDomainLink:
+		return c.domainLink(ctx, p, req)
+	case wire.OpDomainUnlink:
+		return c.domainUnlink(ctx, p, req)
+	case wire.OpDomainList:
+		return c.domainList(ctx, p, req)
+	case wire.OpDomainInvite:
+		return c.domainInvite(ctx, p, req)
+	case wire.OpDomainJoin:
+		return c.domainJoin(ctx, p, req)
+	case wire.OpDomainAssert:
+		return c.domainAssert(ctx, p, req)
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
 }
@@ -165,7 +190,7 @@ func (c *Controller) require(ctx context.Context, p *peer, g string, need auth.R
 
 func (c *Controller) whoami(ctx context.Context, p *peer) (rpc.Reply, error) {
 	r := wire.WhoAmIResp{Principal: p.id.String(), Domain: c.keys.domain}
-	if p.id.Role == auth.RoleUser {
+	if p.id.Role == auth.RoleUser && p.id.Domain == c.keys.domain {
 		s, err := c.subject(ctx, p)
 		if err != nil {
 			return rpc.Reply{}, err
@@ -207,19 +232,43 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	// Everything a token is made from, read together in one request to
 	// the store: the record of the user it names (the caller, or the user
 	// a gateway asks for), the mounts, the shares and the ACLs.
-	who, err := c.recordFor(p, r.For)
+	remote := p.id.Domain != c.keys.domain
+	var key string
+	if remote {
+		key = pfxLink + p.id.Domain
+	} else {
+		who, err := c.recordFor(p, r.For)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		key = pfxUser + who
+	}
+	m, err := store.ReadMany(ctx, c.st, []string{key}, []string{pfxMount, pfxShare, pfxACL})
 	if err != nil {
 		return rpc.Reply{}, err
 	}
-	m, err := store.ReadMany(ctx, c.st, []string{pfxUser + who}, []string{pfxMount, pfxShare, pfxACL})
-	if err != nil {
-		return rpc.Reply{}, err
+	var subj auth.Subject
+	var principal string
+	var until time.Time // a linked domain's principal: its assertion's end
+	if remote {
+		var l *wire.DomainLink
+		if v := m.Values[key]; v != nil {
+			l = new(wire.DomainLink)
+			if err := wire.Unmarshal(v, l); err != nil {
+				return rpc.Reply{}, fmt.Errorf("state record %s is damaged: %w", key, err)
+			}
+		}
+		subj, principal, until, err = c.remoteSubject(p, l, &r, g)
+	} else {
+		subj, principal, err = c.resolveSubjectOf(p, r.For, m.Values[key])
 	}
-	subj, principal, err := c.resolveSubjectOf(p, r.For, m.Values[pfxUser+who])
 	if err != nil {
 		return rpc.Reply{}, err
 	}
 	mounts, err := parseMounts(m.Lists[pfxMount])
+	if err == nil {
+		mounts, err = c.filterMounts(ctx, p, mounts)
+	}
 	if err != nil {
 		return rpc.Reply{}, err
 	}
@@ -258,9 +307,20 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		ID: newID(), Principal: principal, Share: best.Share, Root: best.SharePath,
 		Issued: now, Expires: now.Add(c.cfg.TokenTTL),
 	}
+	if remote {
+		if until.Before(t.Expires) {
+			t.Expires = until
+		}
+		for _, g := range subj.Groups {
+			t.Groups = append(t.Groups, g+"@"+subj.Domain)
+		}
+	}
 	if r.For != "" {
 		t.Proxy = p.id.String() // the gateway presents the user's token
 	} else if r.Proxy != "" {
+		if remote {
+			return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "third-party copies name a share of the domain that asks; %s is of %s", p.id, p.id.Domain)
+		}
 		if _, ok := shares[pfxShare+r.Proxy]; !ok {
 			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", r.Proxy)
 		}
@@ -411,6 +471,13 @@ func (c *Controller) aclSet(ctx context.Context, p *peer, req *rpc.Request) (rpc
 	}
 	if _, err := c.require(ctx, p, g, auth.Admin); err != nil {
 		return rpc.Reply{}, err
+	}
+	for i, e := range r.Entries {
+		// An entry naming the home domain is its plain form: alice@uva at
+		// uva is alice.
+		if n, ok := strings.CutSuffix(e.Who, "@"+c.keys.domain); ok {
+			r.Entries[i].Who = n
+		}
 	}
 	if _, err := toACL(r.Entries); err != nil {
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "%v", err)

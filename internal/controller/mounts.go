@@ -79,7 +79,7 @@ func (c *Controller) checkLocations(ctx context.Context, m *wire.MountEntry) err
 		case wire.LocPrimary:
 			return wire.Errorf(wire.CodeInvalid, "%s is a second primary; a mount has one primary (share %s), list other shares as replicas", what, m.Share)
 		case wire.LocDomain:
-			return wire.Errorf(wire.CodeInvalid, "%s names domain %q, but domains cannot be linked yet", what, l.Share)
+			return wire.Errorf(wire.CodeInvalid, "%s names domain %q: a linked domain's namespace is reached at /%s/ (pando domain link), not through a mount entry", what, l.Share, l.Share)
 		default:
 			return wire.Errorf(wire.CodeInvalid, "%s has kind %d, which this controller does not know; name it a replica (kind %d)", what, l.Kind, wire.LocReplica)
 		}

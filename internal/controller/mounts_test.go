@@ -120,7 +120,7 @@ func TestMountLocationsRefused(t *testing.T) {
 		{"second primary", []wire.Location{{Share: "copy", Kind: wire.LocPrimary}}, wire.CodeInvalid, "second primary"},
 		{"no kind", []wire.Location{{Share: "copy"}}, wire.CodeInvalid, "kind 0"},
 		{"unknown kind", []wire.Location{{Share: "copy", Kind: 200}}, wire.CodeInvalid, "kind 200"},
-		{"a domain", []wire.Location{{Share: "other", Kind: wire.LocDomain}}, wire.CodeInvalid, "cannot be linked yet"},
+		{"a domain", []wire.Location{{Share: "other", Kind: wire.LocDomain}}, wire.CodeInvalid, "not through a mount entry"},
 		{"good then bad", []wire.Location{{Share: "copy", Kind: wire.LocReplica}, {Share: "nosuch", Kind: wire.LocReplica}}, wire.CodeNotRegistered, "nosuch"},
 	} {
 		err := mountAddAs(c, admin, wire.MountEntry{Prefix: "/fz/new", Share: "data", More: tc.more})

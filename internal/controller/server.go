@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ type Controller struct {
 	watchers      map[*watcher]struct{}
 	mountWatchers map[chan struct{}]struct{}
 	online        map[string]int // share name -> watch connections
+	contact       contacts       // linked domains' controllers
 }
 
 type watcher struct {
@@ -116,8 +118,13 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 		ln.Close()
 		return nil, err
 	}
-	c.rpc = rpc.Server{Handler: c, Hooks: c, Log: cfg.Log, MaxInFlight: 64,
-		TLS: auth.ServerConfig(cert, k.ca.Pool())}
+	// Client certificates are checked in Opened, against the CA of the
+	// domain each names: the home CA, a linked domain's, or none yet for
+	// a controller that comes to redeem an invitation.
+	tlsConf := auth.ServerConfig(cert, k.ca.Pool())
+	tlsConf.ClientAuth = tls.RequireAnyClientCert
+	tlsConf.ClientCAs = nil // a client sends its certificate only if the request names no CA, or its own
+	c.rpc = rpc.Server{Handler: c, Hooks: c, Log: cfg.Log, MaxInFlight: 64, TLS: tlsConf}
 	c.ln = tls.NewListener(ln, c.rpc.TLS)
 	c.admin = filepath.Join(cfg.StateDir, AdminBundle)
 	if err := c.writeAdminBundle(ctx, created); err != nil {
@@ -213,11 +220,15 @@ func (c *Controller) Opened(sc *rpc.ServerConn) error {
 	if err != nil {
 		return wire.Errorf(wire.CodeTokenInvalid, "the controller cannot identify your certificate: %v", err)
 	}
+	chain := sc.TLSState().PeerCertificates
+	ctx := context.Background()
 	if id.Domain != c.keys.domain {
-		return wire.Errorf(wire.CodeTokenInvalid, "a certificate of domain %q was presented to the controller of %q", id.Domain, c.keys.domain)
+		return c.openedRemote(ctx, sc, id, chain)
+	}
+	if _, err := auth.NewTrust(c.keys.domain, c.keys.ca.Pool()).Verify(chain, x509.ExtKeyUsageClientAuth); err != nil {
+		return wire.Errorf(wire.CodeTokenInvalid, "the controller of %s refused your certificate: %v", c.keys.domain, err)
 	}
 	serial := cert.SerialNumber.Text(16)
-	ctx := context.Background()
 	switch id.Role {
 	case auth.RoleUser, auth.RoleGateway:
 		u, err := get[userRec](ctx, c.st, pfxUser+id.Name)
@@ -241,6 +252,36 @@ func (c *Controller) Closed(*rpc.ServerConn) {}
 type peer struct {
 	id     auth.Identity
 	serial string
+	// chain is the certificate chain presented (a stranger's is checked
+	// when it redeems an invitation).
+	chain []*x509.Certificate
+	// stranger: a domain not linked (yet), which may only ask the
+	// domain's hello and redeem an invitation.
+	stranger bool
+}
+
+// openedRemote identifies a connection of another domain's principal: a
+// linked domain's, whose CA must have issued its certificate, or a
+// stranger's.
+func (c *Controller) openedRemote(ctx context.Context, sc *rpc.ServerConn, id auth.Identity, chain []*x509.Certificate) error {
+	l, err := c.linkOf(ctx, id.Domain)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		sc.State = &peer{id: id, chain: chain, stranger: true}
+		return nil
+	}
+	if _, err := verifyChain(chain, l.CA, id.Domain); err != nil {
+		return wire.Errorf(wire.CodeTokenInvalid, "the controller of %s refused your certificate: %v", c.keys.domain, err)
+	}
+	switch id.Role {
+	case auth.RoleUser, auth.RoleGateway, auth.RoleController:
+	default:
+		return wire.Errorf(wire.CodeTokenInvalid, "%s may not call the controller of %s", id, c.keys.domain)
+	}
+	sc.State = &peer{id: id, serial: chain[0].SerialNumber.Text(16), chain: chain}
+	return nil
 }
 
 // broadcast sends a revocation to every watching share.

@@ -216,6 +216,7 @@ func (c *Controller) followRevocations(ctx context.Context) {
 				}
 				c.broadcast(rev)
 				c.endUser(rev.Principal)
+				c.endDomain(rev.Domain)
 			}
 			select {
 			case <-ctx.Done():
@@ -308,7 +309,7 @@ func (c *Controller) health(ctx context.Context) (wire.StatusResp, error) {
 // change, which followMounts learns from the store's watch, whichever
 // controller made it. It ends with the connection; a client that falls
 // behind is dropped and watches again.
-func (c *Controller) mountWatch(ctx context.Context, req *rpc.Request) (rpc.Reply, error) {
+func (c *Controller) mountWatch(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
 	ch := make(chan struct{}, 1)
 	c.mu.Lock()
 	c.mountWatchers[ch] = struct{}{}
@@ -320,6 +321,9 @@ func (c *Controller) mountWatch(ctx context.Context, req *rpc.Request) (rpc.Repl
 	}()
 	for {
 		m, err := loadMounts(ctx, c.st)
+		if err == nil {
+			m, err = c.filterMounts(ctx, p, m)
+		}
 		if err != nil {
 			return rpc.Reply{}, err
 		}

@@ -50,7 +50,7 @@ func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, n
 			Code:    wire.CodeAccess,
 			Missing: missing.String(),
 			Paths:   paths,
-			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on " + where + "; ask an administrator of the domain (pando acl set)",
+			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on " + where + "; domain " + s.cfg.Domain + " decided: ask an administrator of the domain (pando acl set)",
 		}
 	}
 	// Whatever the session learns of rel from here on is under a read

@@ -98,8 +98,9 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		ctrl.Close()
 		return nil, err
 	}
+	trust := auth.NewTrust(reg.Domain, pool)
 	srv, err := New(Config{Name: rc.Name, Domain: reg.Domain, Root: rc.Root, Owner: rc.Owner, AllowSetID: rc.AllowSetID,
-		TLS: auth.ServerConfig(cert, pool), TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
+		TLS: auth.ServerConfigTrust(cert, trust), Trust: trust, TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
 		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name)})
 	if err != nil {
 		ln.Close()

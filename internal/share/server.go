@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,10 +24,14 @@ import (
 // Config is what a share server needs to serve; Run fills it from the
 // controller.
 type Config struct {
-	Name     string
-	Domain   string
-	Root     string // the exported directory
-	TLS      *tls.Config
+	Name   string
+	Domain string
+	Root   string // the exported directory
+	TLS    *tls.Config
+	// Trust, if set, is the CAs the TLS configuration accepts client
+	// certificates from (auth.ServerConfigTrust): the home domain's and
+	// the linked domains' the controller names (Revocation.TrustSet).
+	Trust    *auth.Trust
 	TokenKey ed25519.PublicKey
 	Log      *slog.Logger
 	// Now is the clock (tests move it); nil means time.Now.
@@ -105,6 +110,7 @@ type revocations struct {
 	before  map[string]time.Time // principal -> tokens issued before are void
 	all     time.Time            // every token issued before is void
 	serials map[string]bool
+	domains map[string]time.Time // linked domain -> tokens of its principals issued before are void
 }
 
 // New opens the root and prepares a server.
@@ -136,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 		limits:  cfg.Limits.withDefaults(raiseNoFile()),
 		use:     make(map[string]*usage),
 		named:   make(map[string]*namedStage),
-		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool)},
+		revoked: revocations{before: make(map[string]time.Time), serials: make(map[string]bool), domains: make(map[string]time.Time)},
 	}
 	s.records = &recordStore{dir: cfg.CommitDir, tree: root}
 	if cfg.CommitDir != "" {
@@ -197,6 +203,10 @@ func (s *Server) SetTokenKey(k ed25519.PublicKey) {
 // Revoke applies a revocation pushed by the controller and drops the
 // connections of revoked certificates.
 func (s *Server) Revoke(r wire.Revocation) {
+	if r.TrustSet || r.Domain != "" {
+		s.relink(r)
+		return
+	}
 	before := time.Unix(0, r.Before)
 	s.mu.Lock()
 	if r.Principal == "" {
@@ -217,6 +227,37 @@ func (s *Server) Revoke(r wire.Revocation) {
 			}
 		})
 	}
+}
+
+// relink applies a change of linked domains: the set of CAs trusted, or a
+// domain unlinked (its principals' tokens void, their connections ended).
+func (s *Server) relink(r wire.Revocation) {
+	if r.TrustSet && s.cfg.Trust != nil {
+		m := make(map[string][]byte, len(r.Trusted))
+		for _, d := range r.Trusted {
+			m[d.Name] = d.CA
+		}
+		if err := s.cfg.Trust.Set(m); err != nil {
+			s.cfg.Log.Warn("the controller sent linked domains the share cannot trust; keeping the ones before", "err", err)
+		}
+	}
+	if r.Domain != "" {
+		before := time.Unix(0, r.Before)
+		s.mu.Lock()
+		if before.After(s.revoked.domains[r.Domain]) {
+			s.revoked.domains[r.Domain] = before
+		}
+		s.mu.Unlock()
+	}
+	s.rpc.EachConn(func(c *rpc.ServerConn) {
+		ss, ok := c.State.(*session)
+		if !ok || ss.peer.Domain == s.cfg.Domain {
+			return
+		}
+		if ss.peer.Domain == r.Domain || s.cfg.Trust == nil || !s.cfg.Trust.Linked(ss.peer.Domain) {
+			go c.End(wire.Errorf(wire.CodeTokenRevoked, "domain %s ended its link with %s; share %s serves %s no more", s.cfg.Domain, ss.peer.Domain, s.cfg.Name, ss.peer))
+		}
+	})
 }
 
 // revokedError refuses a revoked principal: its new connections, and
@@ -264,8 +305,8 @@ func (s *Server) identify(c *rpc.ServerConn) error {
 	if err != nil {
 		return wire.Errorf(wire.CodeTokenInvalid, "the share cannot identify your certificate: %v", err)
 	}
-	if id.Domain != s.cfg.Domain {
-		return wire.Errorf(wire.CodeTokenInvalid, "certificate of domain %q presented to a share of domain %q", id.Domain, s.cfg.Domain)
+	if id.Domain != s.cfg.Domain && (s.cfg.Trust == nil || !s.cfg.Trust.Linked(id.Domain)) {
+		return wire.Errorf(wire.CodeTokenInvalid, "certificate of domain %q presented to a share of domain %q, which has not linked it", id.Domain, s.cfg.Domain)
 	}
 	sn := cert.SerialNumber.Text(16)
 	if s.serialRevoked(sn) {
@@ -317,7 +358,12 @@ func (s *Server) checkToken(t *auth.Token) error {
 	}
 	s.mu.Lock()
 	before, all := s.revoked.before[t.Principal], s.revoked.all
+	_, dom, _ := strings.Cut(t.Principal, "@")
+	unlinked := s.revoked.domains[dom]
 	s.mu.Unlock()
+	if dom != s.cfg.Domain && t.Issued.Before(unlinked) {
+		return wire.Errorf(wire.CodeTokenRevoked, "domain %s ended its link with %s; share %s serves %s no more", s.cfg.Domain, dom, s.cfg.Name, t.Principal)
+	}
 	if t.Issued.Before(before) {
 		return wire.Errorf(wire.CodeTokenRevoked, "the access of %s has been revoked by the domain's administrator", t.Principal)
 	}

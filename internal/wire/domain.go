@@ -64,6 +64,16 @@ type DomainLink struct {
 type DomainLinkReq struct {
 	Link        DomainLink `cbor:"1,keyasint"`
 	Fingerprint string     `cbor:"2,keyasint,omitempty"`
+	// Code, if set, is an invitation of the other domain (pando domain
+	// invite) to redeem: it names the domain, its controllers and its
+	// CA's fingerprint, which Link and Fingerprint then need not.
+	Code string `cbor:"3,keyasint,omitempty"`
+}
+
+// DomainListReq asks for the links; with Probe, the controller asks each
+// linked domain's controller first whether it answers.
+type DomainListReq struct {
+	Probe bool `cbor:"1,keyasint,omitempty"`
 }
 
 // DomainNameReq names a linked domain.

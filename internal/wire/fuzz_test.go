@@ -76,7 +76,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpS3KeyGet:      {func() any { return &S3KeyReq{} }, func() any { return &S3KeyResp{} }},
 	OpDomainLink:    {func() any { return &DomainLinkReq{} }, func() any { return &DomainLink{} }},
 	OpDomainUnlink:  {func() any { return &DomainNameReq{} }, func() any { return &Empty{} }},
-	OpDomainList:    {func() any { return &Empty{} }, func() any { return &DomainListResp{} }},
+	OpDomainList:    {func() any { return &DomainListReq{} }, func() any { return &DomainListResp{} }},
 	OpDomainHello:   {func() any { return &Empty{} }, func() any { return &DomainHello{} }},
 	OpDomainInvite:  {func() any { return &DomainInviteReq{} }, func() any { return &DomainInviteResp{} }},
 	OpDomainJoin:    {func() any { return &DomainJoinReq{} }, func() any { return &DomainHello{} }},
