@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestOneNamespace links two domains, uva and tacc, each a controller and
+// a share named data (the names repeat), with the CLI, and holds what one
+// namespace promises a user of uva: tacc's namespace beside the home one
+// at the root of the CLI and of the mount; a file of tacc read and written
+// through the mount, through the CLI (ls, cat, put) and with pando cp
+// (both ways), where tacc's ACL names alice@uva; a rename across the two
+// refused with EXDEV; and, with tacc frozen, the home namespace served
+// within its bounds and tacc's cached file readable, marked stale.
+func TestOneNamespace(t *testing.T) {
+	uva, tacc := newDomain(t, "uva"), newDomain(t, "tacc")
+	uvaRoot, taccRoot := uva.addShare("data"), tacc.addShare("data")
+	fpUva := strings.TrimSpace(uva.pando(uva.admin, "domain", "fingerprint").ok().stdout)
+	fpTacc := strings.TrimSpace(tacc.pando(tacc.admin, "domain", "fingerprint").ok().stdout)
+	tacc.pando(tacc.admin, "domain", "link", "uva", "--controller", uva.addr, "--fingerprint", fpUva).ok()
+	uva.pando(uva.admin, "domain", "link", "tacc", "--controller", tacc.addr, "--fingerprint", fpTacc, "--admit", "none").ok()
+	alice := uva.addUser("alice")
+	uva.pando(uva.admin, "acl", "set", "/uva/data", "alice", "write").ok()
+	tacc.pando(tacc.admin, "acl", "set", "/tacc/data", "alice@uva", "write").ok()
+	hello := []byte("hello from tacc\n")
+	if err := os.WriteFile(filepath.Join(taccRoot, "hello.txt"), hello, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(uvaRoot, "home.txt"), []byte("at home\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The CLI.
+	if got := uva.pando(alice, "ls", "/").ok().stdout; got != "tacc/\nuva/\n" {
+		t.Errorf("ls / = %q; want both domains", got)
+	}
+	if got := uva.pando(alice, "ls", "/tacc/data").ok().stdout; !strings.Contains(got, "hello.txt") {
+		t.Errorf("ls /tacc/data = %q", got)
+	}
+	if got := uva.pando(alice, "cat", "/tacc/data/hello.txt").ok().stdout; got != string(hello) {
+		t.Errorf("cat /tacc/data/hello.txt = %q", got)
+	}
+	local := filepath.Join(t.TempDir(), "put.txt")
+	os.WriteFile(local, []byte("put by alice@uva\n"), 0o644)
+	uva.pando(alice, "put", local, "/tacc/data/").ok()
+	if b, err := os.ReadFile(filepath.Join(taccRoot, "put.txt")); err != nil || string(b) != "put by alice@uva\n" {
+		t.Errorf("put into /tacc/data: the share holds %q, %v", b, err)
+	}
+	uva.pando(alice, "mv", "/uva/data/home.txt", "/tacc/data/home.txt").fails(1, "different domains")
+
+	// pando cp, both ways between the domains and from a local file.
+	uva.pando(alice, "cp", "pando://tacc/data/hello.txt", "pando://uva/data/from-tacc.txt").ok()
+	if b, _ := os.ReadFile(filepath.Join(uvaRoot, "from-tacc.txt")); !bytes.Equal(b, hello) {
+		t.Errorf("cp tacc -> uva: the home share holds %q", b)
+	}
+	big := filepath.Join(t.TempDir(), "big.bin")
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+	os.WriteFile(big, payload, 0o644)
+	uva.pando(alice, "cp", big, "pando://tacc/data/big.bin").ok()
+	uva.pando(alice, "cp", "pando://tacc/data/big.bin", "pando://uva/data/big.bin").ok()
+	for _, p := range []string{filepath.Join(taccRoot, "big.bin"), filepath.Join(uvaRoot, "big.bin")} {
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, payload) {
+			t.Errorf("cp: %s holds %d bytes, want the %d copied", p, len(b), len(payload))
+		}
+	}
+
+	// The mount.
+	a := mountAgent(t, alice)
+	ents, err := os.ReadDir(a.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"tacc", "uva"}) {
+		t.Errorf("the mount's root lists %v; want tacc, uva", names)
+	}
+	remoteFile := filepath.Join(a.dir, "tacc/data/hello.txt")
+	if b, err := os.ReadFile(remoteFile); err != nil || !bytes.Equal(b, hello) {
+		t.Fatalf("reading tacc's file through the mount: %q, %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(a.dir, "tacc/data/from-mount.txt"), []byte("written through uva's mount\n"), 0o644); err != nil {
+		t.Fatalf("writing into tacc through the mount: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(taccRoot, "from-mount.txt")); err != nil || string(b) != "written through uva's mount\n" {
+		t.Errorf("the write through the mount: tacc's share holds %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(a.dir, "uva/data/home.txt")); err != nil || string(b) != "at home\n" {
+		t.Errorf("reading the home file through the mount: %q, %v", b, err)
+	}
+	err = os.Rename(filepath.Join(a.dir, "uva/data/home.txt"), filepath.Join(a.dir, "tacc/data/home.txt"))
+	if !errors.Is(err, syscall.EXDEV) {
+		t.Errorf("a rename from uva to tacc through the mount: %v, want EXDEV", err)
+	}
+
+	// tacc stops answering (its controller and share frozen): the home
+	// namespace keeps answering, and tacc's cached file stays readable,
+	// marked stale.
+	for _, p := range []*proc{tacc.ctrl, tacc.shares["data"]} {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	start := time.Now()
+	if b, err := os.ReadFile(filepath.Join(a.dir, "uva/data/home.txt")); err != nil || string(b) != "at home\n" {
+		t.Errorf("the home file with tacc frozen: %q, %v", b, err)
+	}
+	if _, err := os.ReadDir(filepath.Join(a.dir, "uva/data")); err != nil {
+		t.Errorf("listing the home share with tacc frozen: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the home namespace took %v to answer with tacc frozen", took)
+	}
+	// Past the mount's window (3 s), the read must ask tacc again.
+	time.Sleep(3500 * time.Millisecond)
+	start = time.Now()
+	b, err := os.ReadFile(remoteFile)
+	if err != nil || !bytes.Equal(b, hello) {
+		t.Errorf("tacc's cached file with tacc frozen: %q, %v; want it served stale", b, err)
+	}
+	t.Logf("tacc's cached file read in %v with tacc frozen", time.Since(start))
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("tacc's cached file took %v with tacc frozen", took)
+	}
+	if n, err := syscall.Getxattr(remoteFile, "user.pando.stale", make([]byte, 32)); err != nil || n == 0 {
+		t.Errorf("tacc's cached file is not marked stale: %v", err)
+	}
+}
