@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,8 +17,8 @@ import (
 // a share named data (the names repeat), with the CLI, and holds what one
 // namespace promises a user of uva: tacc's namespace beside the home one
 // at the root of the CLI and of the mount; a file of tacc read and written
-// through the mount, through the CLI (ls, cat, put) and with pando cp
-// (both ways), where tacc's ACL names alice@uva; a rename across the two
+// through the mount, through the CLI (ls, cat, put), through a gateway of
+// uva and with pando cp (both ways), where tacc's ACL names alice@uva; a rename across the two
 // refused with EXDEV; and, with tacc frozen, the home namespace served
 // within its bounds and tacc's cached file readable, marked stale.
 func TestOneNamespace(t *testing.T) {
@@ -101,6 +102,28 @@ func TestOneNamespace(t *testing.T) {
 	err = os.Rename(filepath.Join(a.dir, "uva/data/home.txt"), filepath.Join(a.dir, "tacc/data/home.txt"))
 	if !errors.Is(err, syscall.EXDEV) {
 		t.Errorf("a rename from uva to tacc through the mount: %v, want EXDEV", err)
+	}
+
+	// A gateway of uva, serving alice.
+	web := filepath.Join(uva.dir, "web.json")
+	uva.pando(uva.admin, "user", "add", "web", "--gateway", "-o", web).ok()
+	pw := filepath.Join(uva.dir, "passwd")
+	runPando(t, "alice-password\n", web, "serve", "passwd", "--passwords", pw, "alice").ok()
+	_, m := start(t, `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "http",
+		"--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(uva.dir, "gwcache"), "--passwords", pw)
+	url, cacert := m[1], m[2]
+	curl := func(args ...string) string {
+		out, _ := exec.Command("curl", append([]string{"-sS", "--cacert", cacert, "-u", "alice:alice-password", "-w", "%{http_code}"}, args...)...).Output()
+		return string(out)
+	}
+	if out := curl(url + "/tacc/data/hello.txt"); out != string(hello)+"200" {
+		t.Errorf("GET /tacc/data/hello.txt through uva's gateway: %q", out)
+	}
+	if out := curl("-o", "/dev/null", "-T", local, url+"/tacc/data/gw.txt"); out != "201" {
+		t.Errorf("PUT /tacc/data/gw.txt through uva's gateway: %s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(taccRoot, "gw.txt")); err != nil || string(b) != "put by alice@uva\n" {
+		t.Errorf("the write through the gateway: tacc's share holds %q, %v", b, err)
 	}
 
 	// tacc stops answering (its controller and share frozen): the home
