@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 // namespace promises a user of uva: tacc's namespace beside the home one
 // at the root of the CLI and of the mount; a file of tacc read and written
 // through the mount, through the CLI (ls, cat, put), through a gateway of
-// uva and with pando cp (both ways), where tacc's ACL names alice@uva; a rename across the two
+// uva and with pando cp (both ways), where tacc's ACL names alice@uva;
+// under callback, a write through one mount read at once through another; a rename across the two
 // refused with EXDEV; and, with tacc frozen, the home namespace served
 // within its bounds and tacc's cached file readable, marked stale.
 func TestOneNamespace(t *testing.T) {
@@ -102,6 +104,28 @@ func TestOneNamespace(t *testing.T) {
 	err = os.Rename(filepath.Join(a.dir, "uva/data/home.txt"), filepath.Join(a.dir, "tacc/data/home.txt"))
 	if !errors.Is(err, syscall.EXDEV) {
 		t.Errorf("a rename from uva to tacc through the mount: %v, want EXDEV", err)
+	}
+
+	// Under callback, tacc's share recalls what a mount of uva caches of
+	// its files: a write and close through one mount is read at once
+	// through the other.
+	cb1, cb2 := mountAgent(t, alice, "--consistency", "callback"), mountAgent(t, alice, "--consistency", "callback")
+	cbFile := func(a *agentProc) string { return filepath.Join(a.dir, "tacc/data/cb.txt") }
+	if err := os.WriteFile(cbFile(cb1), []byte("first"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(cbFile(cb2)); err != nil || string(b) != "first" {
+		t.Fatalf("the other mount reads %q, %v", b, err)
+	}
+	time.Sleep(300 * time.Millisecond) // the long polls are in place
+	for i := range 5 {
+		want := fmt.Sprintf("version %d", i)
+		if err := os.WriteFile(cbFile(cb1), []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(cbFile(cb2)); err != nil || string(b) != want {
+			t.Errorf("under callback, after a write through one mount the other reads %q, %v; want %q", b, err, want)
+		}
 	}
 
 	// A gateway of uva, serving alice.

@@ -29,7 +29,7 @@ func (r *Router) MountTable(ctx context.Context) ([]wire.MountEntry, error) {
 		return home, err
 	}
 	if _, stale := r.lookup(""); stale {
-		go r.readLinks(context.Background())
+		r.readLinksSoon()
 	}
 	wait := time.NewTimer(r.cfg.TableBound)
 	defer wait.Stop()

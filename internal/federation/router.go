@@ -180,7 +180,7 @@ func (r *Router) at(ctx context.Context, gpath string) (*peer, Domain, error) {
 	case p == nil:
 		return nil, r.home, nil
 	case stale:
-		go r.readLinks(context.Background())
+		r.readLinksSoon()
 	}
 	d, err := p.domain()
 	return p, d, err
@@ -203,6 +203,17 @@ func (r *Router) staleLinks() {
 	r.mu.Lock()
 	r.linksAt = time.Time{}
 	r.mu.Unlock()
+}
+
+// readLinksSoon has the links read in the background, unless a read is
+// under way.
+func (r *Router) readLinksSoon() {
+	r.mu.Lock()
+	busy := r.reading != nil
+	r.mu.Unlock()
+	if !busy {
+		go r.readLinks(context.Background())
+	}
 }
 
 // readLinks reads the links from the home controller (bounded by Bound;
