@@ -163,8 +163,8 @@ func clean(gpath string) string {
 // at returns the linked domain gpath lies in (nil: the home domain, which
 // answers for the root and for names nobody links) and its namespace.
 // For the root and a name it does not know, it reads the links again
-// first if they are older than LinkTTL; for a linked domain it has them
-// read in the background then.
+// first if they are older than LinkTTL (waiting at most TableBound for
+// them); for a linked domain it has them read in the background then.
 func (r *Router) at(ctx context.Context, gpath string) (*peer, Domain, error) {
 	name := first(clean(gpath))
 	if name == r.cfg.Home {
@@ -173,7 +173,7 @@ func (r *Router) at(ctx context.Context, gpath string) (*peer, Domain, error) {
 	p, stale := r.lookup(name)
 	switch {
 	case p == nil && stale:
-		r.readLinks(ctx)
+		r.refreshLinks(ctx, r.cfg.TableBound)
 		if p, _ = r.lookup(name); p == nil {
 			return nil, r.home, nil
 		}
@@ -207,41 +207,48 @@ func (r *Router) staleLinks() {
 
 // readLinksSoon has the links read in the background, unless a read is
 // under way.
-func (r *Router) readLinksSoon() {
+func (r *Router) readLinksSoon() { r.refreshLinks(context.Background(), 0) }
+
+// refreshLinks starts a read of the links unless one is under way, and
+// waits for it up to wait (or until ctx ends): the read goes on in the
+// background after, bounded by Bound.
+func (r *Router) refreshLinks(ctx context.Context, wait time.Duration) {
 	r.mu.Lock()
-	busy := r.reading != nil
+	ch := r.reading
+	if ch == nil {
+		ch = make(chan struct{})
+		r.reading = ch
+		go r.readLinks(ch)
+	}
 	r.mu.Unlock()
-	if !busy {
-		go r.readLinks(context.Background())
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
-// readLinks reads the links from the home controller (bounded by Bound;
-// one read at a time, which callers meanwhile wait for) and makes the
-// linked domains what they say: new ones known (their clients are made
-// on first use), changed ones made again, gone ones dropped and closed.
-// A failed read keeps the links held.
-func (r *Router) readLinks(ctx context.Context) {
+// readLinks reads the links from the home controller (bounded by Bound)
+// and makes the linked domains what they say: new ones known (their
+// clients are made on first use), changed ones made again, gone ones
+// dropped and closed. A failed read keeps the links held. It closes done
+// at the end.
+func (r *Router) readLinks(done chan struct{}) {
+	defer close(done)
 	r.mu.Lock()
-	if ch := r.reading; ch != nil {
-		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		return
-	}
 	if r.closed || r.cfg.Links == nil {
-		r.linksAt = time.Now()
+		r.reading, r.linksAt = nil, time.Now()
 		r.mu.Unlock()
 		return
 	}
-	ch := make(chan struct{})
-	r.reading = ch
 	r.mu.Unlock()
-	defer close(ch)
 
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Bound)
+	bctx, cancel := context.WithTimeout(context.Background(), r.cfg.Bound)
 	links, err := r.cfg.Links(bctx)
 	cancel()
 	var drop []*peer

@@ -406,3 +406,30 @@ func TestGarbageTable(t *testing.T) {
 		t.Errorf("a home path is placed at %+v", loc)
 	}
 }
+
+// TestLinksSlow: a home controller slow to list the links holds the root
+// up at most TableBound; the links read meanwhile show next time.
+func TestLinksSlow(t *testing.T) {
+	ctx := context.Background()
+	g := newGrid("tacc")
+	release := make(chan struct{})
+	r := g.router(t, Config{TableBound: 100 * time.Millisecond})
+	links := r.cfg.Links
+	r.cfg.Links = func(ctx context.Context) ([]wire.DomainLink, error) {
+		<-release
+		return links(ctx)
+	}
+	start := time.Now()
+	root, _, _, err := r.ReadDirData(ctx, "/", 0, 0)
+	if took := time.Since(start); err != nil || took > time.Second || !slices.Equal(names(root), []string{"uva"}) {
+		t.Errorf("the root with the links slow: %v, %v in %v; want uva within the bound", names(root), err, took)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.Domains()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if root, _, _, _ := r.ReadDirData(ctx, "/", 0, 0); !slices.Equal(names(root), []string{"tacc", "uva"}) {
+		t.Errorf("the root once the links came: %v", names(root))
+	}
+}
