@@ -467,7 +467,8 @@ func relinks(err error) bool {
 	return c >= wire.CodeTokenExpired && c <= wire.CodeNoToken || c == wire.CodeNotRegistered
 }
 
-// probe asks the domain about the last path called, every Retry and
+// probe asks the domain about the last path called (or, if that lies
+// above its shares, the first prefix of its table), every Retry and
 // bounded by Bound, until it answers (then it is marked up) or is closed.
 func (p *peer) probe() {
 	for {
@@ -478,6 +479,11 @@ func (p *peer) probe() {
 			p.probing = false
 			p.mu.Unlock()
 			return
+		}
+		// A path at a share: a directory above the shares is made up
+		// without asking anyone.
+		if len(p.table) > 0 && remote.Resolve(p.table, clean(g)).Share == "" {
+			g = p.table[0].Prefix
 		}
 		p.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), p.r.cfg.Bound)

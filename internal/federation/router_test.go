@@ -294,7 +294,12 @@ func (h *hanging) Locate(ctx context.Context, g string) (remote.Loc, error) {
 	return h.Tree.Locate(ctx, g)
 }
 
+// Stat answers for a directory above the shares without waiting, as a
+// client makes it up.
 func (h *hanging) Stat(ctx context.Context, g string) (wire.Attr, error) {
+	if loc, _ := h.Tree.Locate(ctx, g); loc.Share == "" {
+		return h.Tree.Stat(ctx, g)
+	}
 	if err := h.wait(ctx); err != nil {
 		return wire.Attr{}, err
 	}
@@ -358,6 +363,12 @@ func TestHangingPeer(t *testing.T) {
 	}
 	if !down {
 		t.Errorf("Health does not show data@tacc down: %+v", r.Health())
+	}
+	// A probe asks at a share, not a directory made up above them.
+	r.Stat(ctx, "/tacc")
+	time.Sleep(3*50*time.Millisecond + 300*time.Millisecond)
+	if err := r.DownErr("data@tacc"); err == nil {
+		t.Errorf("tacc, still hanging, was marked up after a call about /tacc")
 	}
 	h.hang.Store(false)
 	deadline := time.Now().Add(5 * time.Second)
