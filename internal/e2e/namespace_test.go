@@ -21,8 +21,9 @@ import (
 // through the mount, through the CLI (ls, cat, put), through a gateway of
 // uva and with pando cp (both ways), where tacc's ACL names alice@uva;
 // under callback, a write through one mount read at once through another; a rename across the two
-// refused with EXDEV; and, with tacc frozen, the home namespace served
-// within its bounds and tacc's cached file readable, marked stale.
+// refused with EXDEV; with tacc frozen, the home namespace served within
+// its bounds and tacc's cached file readable, marked stale; and, once
+// uva unlinks tacc, tacc gone from the CLI's and the mount's root.
 func TestOneNamespace(t *testing.T) {
 	uva, tacc := newDomain(t, "uva"), newDomain(t, "tacc")
 	uvaRoot, taccRoot := uva.addShare("data"), tacc.addShare("data")
@@ -182,5 +183,26 @@ func TestOneNamespace(t *testing.T) {
 	}
 	if n, err := syscall.Getxattr(remoteFile, "user.pando.stale", make([]byte, 32)); err != nil || n == 0 {
 		t.Errorf("tacc's cached file is not marked stale: %v", err)
+	}
+
+	// Unlinked, tacc leaves uva's namespace: the CLI's root at once, the
+	// mount's once it reads the links again (5 s) and its window passes.
+	uva.pando(uva.admin, "domain", "unlink", "tacc").ok()
+	if got := uva.pando(alice, "ls", "/").ok().stdout; got != "uva/\n" {
+		t.Errorf("ls / after the unlink = %q", got)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ents, err := os.ReadDir(a.dir)
+		if err == nil && len(ents) == 1 && ents[0].Name() == "uva" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mount's root after the unlink: %v, %v; want uva alone", ents, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(a.dir, "tacc/data/hello.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("tacc's file through the mount after the unlink: %v, want not found", err)
 	}
 }
