@@ -157,7 +157,8 @@ func newACLCmd(g *cli.Globals) *cobra.Command {
 		Long: `ACLs hang on namespace prefixes and are inherited downward. Rights are AFS's:
 r read, l list (lookup), i insert, d delete, w write, k lock, a administer;
 or the words read (rl), write (rlidwk), all, none. WHO is a user, group:NAME or
-anyone; a WHO starting with '-' is a negative entry, which wins over grants.`,
+anyone, or the same of a linked domain (bob@tacc, group:physics@tacc, anyone@tacc);
+a WHO starting with '-' is a negative entry, which wins over grants.`,
 	}
 	var replace bool
 	set := &cobra.Command{

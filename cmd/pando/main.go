@@ -43,7 +43,7 @@ Then try:                         pando ls /local`,
 	root.PersistentFlags().DurationVar(&g.Timeout, "timeout", 0, "give up on an operation after this long (default: none for transfers, 60s per request)")
 	root.PersistentFlags().BoolVarP(&g.Verbose, "verbose", "v", false, "log what is happening")
 	root.AddCommand(
-		newControllerCmd(g), newShareCmd(g), newUpCmd(g),
+		newControllerCmd(g), newShareCmd(g), newUpCmd(g), newRelayCmd(g),
 		newLsCmd(g), newStatCmd(g), newCatCmd(g), newGetCmd(g), newPutCmd(g),
 		newMkdirCmd(g), newRmCmd(g), newMvCmd(g), newLnCmd(g),
 		newNsCmd(g), newUserCmd(g), newACLCmd(g), newWhoamiCmd(g), newTokenCmd(g),

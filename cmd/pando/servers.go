@@ -32,6 +32,9 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Log = g.Logger()
+			if cfg.Relay != "" && !cmd.Flags().Changed("listen") {
+				cfg.Listen = "" // reached through the relay only: no port open
+			}
 			c, err := controller.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -53,6 +56,7 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 	cmd.Flags().StringVar(&cfg.Domain, "domain", "", "domain name (required at first start)")
 	cmd.Flags().StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "address to listen on")
 	cmd.Flags().StringVar(&cfg.Advertise, "advertise", "", "address clients dial (default: the listen address)")
+	cmd.Flags().StringVar(&cfg.Relay, "relay", "", "be served through the relay at HOST:PORT (pando relay), dialling out to it; without --listen the controller opens no port (the relay must trust the domain's CA: start once without it to create the domain)")
 	cmd.Flags().DurationVar(&cfg.TokenTTL, "token-ttl", 10*time.Minute, "lifetime of the access tokens the controller signs")
 	cmd.Flags().StringVar(&cfg.Store, "store", "", "where the domain is kept: etcd://HOST:2379,HOST:2379 (shared by several controllers), or bbolt in --state (the default)")
 	addEtcdFlags(cmd, &cfg.Etcd)
@@ -83,6 +87,9 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 				rc.StateDir = filepath.Join(filepath.Dir(config.DefaultPath()), "shares")
 			}
 			rc.Log = g.Logger()
+			if rc.Relay != "" && !cmd.Flags().Changed("listen") {
+				rc.Listen = "" // reached through the relay only: no port open
+			}
 			if rc.Limits, err = lf.limits(); err != nil {
 				return err
 			}
@@ -96,7 +103,7 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 				return err
 			}
 			defer s.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "share %s exporting %s on %s\n", rc.Name, rc.Root, s.Addr)
+			fmt.Fprintf(cmd.OutOrStdout(), "share %s exporting %s on %s\n", rc.Name, rc.Root, strings.Join(s.Addrs, " and "))
 			<-cmd.Context().Done()
 			return nil
 		},
@@ -105,6 +112,8 @@ share's own certificate in --state; mount it with 'pando ns mount'.`,
 	cmd.Flags().StringVar(&rc.Name, "name", "", "share name")
 	cmd.Flags().StringVar(&rc.Listen, "listen", "127.0.0.1:0", "address to listen on")
 	cmd.Flags().StringVar(&rc.Advertise, "advertise", "", "address others dial (for NAT, firewalls, pando wan; default the listen address)")
+	cmd.Flags().StringVar(&rc.RelayAdvertise, "relay-advertise", "", "the relay's HOST:PORT as clients dial it, where that differs from --relay (NAT, pando wan)")
+	cmd.Flags().StringVar(&rc.Relay, "relay", "", "be served through the relay at HOST:PORT (pando relay), dialling out to it; without --listen the share opens no port")
 	cmd.Flags().StringVar(&rc.StateDir, "state", "", "where the share keeps its certificate (default next to the client configuration)")
 	cmd.Flags().StringVar(&rc.Controller, "controller", "", "controller address (default: from the configuration)")
 	cmd.Flags().StringSliceVar(&rc.Protection, "protection", []string{"private", "safe"}, "data channel protections clients may use: private (TLS), safe (authenticated, not encrypted), clear (authenticated set-up only)")
@@ -150,6 +159,7 @@ func newUpCmd(g *cli.Globals) *cobra.Command {
 		nfsExports, nfsAllow  []string
 		smbPasswords          string
 		smbExports            []string
+		relayAddr             string
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -206,7 +216,11 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 			}
 			defer cl.Close()
 			for name, dir := range names {
-				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: "127.0.0.1:0",
+				shareListen := "127.0.0.1:0"
+				if relayAddr != "" {
+					shareListen = "" // reached through the relay only
+				}
+				s, err := share.Start(ctx, share.RunConfig{Name: name, Root: dir, Listen: shareListen, Relay: relayAddr,
 					StateDir: filepath.Join(state, "shares"), Credentials: admin, Log: log, Owner: owner, AllowSetID: allowSetID, Limits: limits})
 				if err != nil {
 					return err
@@ -274,6 +288,7 @@ client configuration is written so that the CLI works at once. Ctrl-C stops it.`
 	cmd.Flags().StringSliceVar(&smbExports, "smb-export", nil, "folders --serve smb=ADDR serves as shares of their own: NAME=PATH (repeatable or comma-separated)")
 	cmd.Flags().StringVar(&owner, "owner", "", "USER[:GROUP] that owns what clients create in the shares, when run as root (default: each directory's owner, or nobody)")
 	cmd.Flags().BoolVar(&allowSetID, "allow-setid", false, "let clients make setuid and setgid files in the shares")
+	cmd.Flags().StringVar(&relayAddr, "relay", "", "serve the shares only through the relay at HOST:PORT (pando relay): they dial out to it and open no port")
 	mf.add(cmd)
 	lf.add(cmd)
 	return cmd

@@ -83,6 +83,7 @@ type Trust struct {
 	homePool *x509.CertPool
 	mu       sync.RWMutex
 	linked   map[string]*x509.CertPool
+	pems     map[string][]byte
 }
 
 // NewTrust trusts the home domain's CA.
@@ -108,9 +109,17 @@ func (t *Trust) Set(linked map[string][]byte) error {
 		m[name] = p
 	}
 	t.mu.Lock()
-	t.linked = m
+	t.linked, t.pems = m, linked
 	t.mu.Unlock()
 	return nil
+}
+
+// CAPEM returns the CA certificate (PEM) of the linked domain, nil if it
+// is not linked.
+func (t *Trust) CAPEM(domain string) []byte {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.pems[domain]
 }
 
 // Linked reports whether domain is linked now.

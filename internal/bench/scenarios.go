@@ -72,6 +72,7 @@ func Scenarios() []Scenario {
 		{"controllers", "token requests and ACL reads per second with 1, 2 and 3 controllers on etcd beside one on bbolt; time from losing a controller or the etcd leader to the next answered request", runControllers},
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
 		{"gateways", "a large file read cold and warm and 10,000 x 4 KiB files written through the HTTP, WebDAV, S3, NFS and SMB gateways, beside the mount (passthrough) and rclone serve over the mount (TLS and clear); warm reads by curl, with CPU-s/GiB of the server and of curl", runGateways},
+		{"relay", "a large file read cold through the mount from a share served only through a relay (pando relay), beside the same read from a share reached directly, alternating, median of three", runRelay},
 		{"bigdir", "ls -f and ls -l of 10,000, 100,000 and 1,000,000 entries through the mount beside the share's local directory; agent and share RSS after each", runBigdir},
 	}
 }

@@ -318,13 +318,11 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if r.For != "" {
 		t.Proxy = p.id.String() // the gateway presents the user's token
 	} else if r.Proxy != "" {
-		if remote {
-			return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "third-party copies name a share of the domain that asks; %s is of %s", p.id, p.id.Domain)
+		proxy, err := c.proxyShare(ctx, p, r.Proxy, shares)
+		if err != nil {
+			return rpc.Reply{}, err
 		}
-		if _, ok := shares[pfxShare+r.Proxy]; !ok {
-			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", r.Proxy)
-		}
-		t.Proxy = auth.Identity{Domain: c.keys.domain, Role: auth.RoleShare, Name: r.Proxy}.String()
+		t.Proxy = proxy
 	}
 	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: auth.Effective(acls, subj, best.Prefix)})
 	for q := range acls {
@@ -341,6 +339,33 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		Prefix: best.Prefix, Share: best.Share, SharePath: best.SharePath, Addrs: sh.Addrs,
 		Token: signed, Expires: t.Expires.UnixNano(),
 	}}, nil
+}
+
+// proxyShare names the share that may present a token on its caller's
+// behalf (a third-party copy's source): a share of this domain ("data"),
+// or ("data@tacc") a share of a linked domain, for this domain's users,
+// or of the caller's own domain, for a linked domain's.
+func (c *Controller) proxyShare(ctx context.Context, p *peer, proxy string, shares map[string][]byte) (string, error) {
+	name, dom, qualified := strings.Cut(proxy, "@")
+	if !qualified || dom == c.keys.domain {
+		if _, ok := shares[pfxShare+name]; !ok {
+			return "", wire.Errorf(wire.CodeNotRegistered, "share %s, named to act on your behalf, is not registered", name)
+		}
+		return auth.Identity{Domain: c.keys.domain, Role: auth.RoleShare, Name: name}.String(), nil
+	}
+	if auth.ValidName(name) != nil || auth.ValidName(dom) != nil {
+		return "", wire.Errorf(wire.CodeInvalid, "%q is not a share name like data or data@tacc", proxy)
+	}
+	if p.id.Domain != c.keys.domain {
+		if dom != p.id.Domain {
+			return "", wire.Errorf(wire.CodeAccess, "%s may name to act on its behalf a share of %s or of its own domain, not of %s", p.id, c.keys.domain, dom)
+		}
+	} else if l, err := c.linkOf(ctx, dom); err != nil {
+		return "", err
+	} else if l == nil {
+		return "", wire.Errorf(wire.CodeAccess, "share %s is of domain %s, which %s has not linked", name, dom, c.keys.domain)
+	}
+	return auth.Identity{Domain: dom, Role: auth.RoleShare, Name: name}.String(), nil
 }
 
 func (c *Controller) shareRegister(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {

@@ -245,8 +245,8 @@ func (c *Controller) checkLinkReq(l *wire.DomainLink) error {
 		}
 	}
 	for _, a := range l.Controllers {
-		if _, _, err := splitHost(a); err != nil || len(a) > 255 {
-			return wire.Errorf(wire.CodeInvalid, "%q is not a HOST:PORT address", a)
+		if !controllerAddr(a) {
+			return wire.Errorf(wire.CodeInvalid, "%q is not a HOST:PORT address (or relay://HOST:PORT/controller@DOMAIN)", a)
 		}
 	}
 	return nil

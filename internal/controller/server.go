@@ -19,6 +19,7 @@ import (
 	"pando.dev/pando/internal/auth"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/holder"
+	"pando.dev/pando/internal/relay"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/store"
 	"pando.dev/pando/internal/wire"
@@ -28,7 +29,11 @@ import (
 type Config struct {
 	StateDir string
 	Domain   string // required at first start
-	Listen   string // host:port
+	Listen   string // host:port; may be empty with Relay: then no port is opened
+	// Relay is a relay's host:port (pando relay) the controller dials out
+	// to and is served through, registered as controller@DOMAIN (see
+	// package relay); without Listen it is the only way in.
+	Relay string
 	// Advertise is the address written into client configurations
 	// (default: the listen address).
 	Advertise string
@@ -103,21 +108,43 @@ func start(ctx context.Context, cfg Config, st store.Store) (*Controller, error)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("the controller cannot listen on %s: %w%s (choose another address with --listen)", cfg.Listen, err, holder.InUse(err, cfg.Listen))
+	var ln net.Listener
+	addr, listen := "", ""
+	if cfg.Listen != "" || cfg.Relay == "" {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("the controller cannot listen on %s: %w%s (choose another address with --listen)", cfg.Listen, err, holder.InUse(err, cfg.Listen))
+		}
+		addr, listen = ln.Addr().String(), ln.Addr().String()
 	}
-	addr := ln.Addr().String()
+	c := &Controller{cfg: cfg, st: st, keys: k, log: cfg.Log,
+		watchers: make(map[*watcher]struct{}), mountWatchers: make(map[chan struct{}]struct{}), online: make(map[string]int)}
+	cert, err := c.serverCert(listen)
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return nil, err
+	}
+	if cfg.Relay != "" {
+		via, err := relay.Listen(ctx, relay.ListenConfig{Relay: cfg.Relay, Log: cfg.Log,
+			Name: auth.Identity{Domain: k.domain, Role: auth.RoleController, Name: "controller"}.String(),
+			TLS:  &tls.Config{Certificates: []tls.Certificate{cert}}})
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return nil, fmt.Errorf("the controller cannot be served through the relay: %w", err)
+		}
+		if ln == nil {
+			ln, addr = via, via.Addr().String()
+		} else {
+			ln = relay.Merge(ln, via)
+		}
+	}
 	if cfg.Advertise != "" {
 		addr = cfg.Advertise
 	}
-	c := &Controller{cfg: cfg, st: st, keys: k, log: cfg.Log, addr: addr,
-		watchers: make(map[*watcher]struct{}), mountWatchers: make(map[chan struct{}]struct{}), online: make(map[string]int)}
-	cert, err := c.serverCert(ln.Addr().String())
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
+	c.addr = addr
 	// Client certificates are checked in Opened, against the CA of the
 	// domain each names: the home CA, a linked domain's, or none yet for
 	// a controller that comes to redeem an invitation.
@@ -298,6 +325,20 @@ func (c *Controller) broadcast(r wire.Revocation) {
 }
 
 func splitHost(addr string) (string, string, error) { return net.SplitHostPort(addr) }
+
+// controllerAddr reports whether a is an address a controller may be
+// dialled at: HOST:PORT, or a relay's relay://HOST:PORT/NAME.
+func controllerAddr(a string) bool {
+	if len(a) > 255 {
+		return false
+	}
+	if relay.IsAddr(a) {
+		_, _, err := relay.ParseAddr(a)
+		return err == nil
+	}
+	_, _, err := splitHost(a)
+	return err == nil
+}
 
 func newID() string {
 	var b [12]byte

@@ -13,6 +13,7 @@ import (
 
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/relay"
 	"pando.dev/pando/internal/rpc"
 	"pando.dev/pando/internal/wire"
 )
@@ -140,7 +141,13 @@ func checkShare(ctx context.Context, c *client.Client, s wire.ShareInfo, mounts 
 	answered := ""
 	for _, a := range s.Addrs {
 		dctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", a)
+		var conn net.Conn
+		var err error
+		if relay.IsAddr(a) {
+			conn, err = relay.Dial(dctx, a) // through the relay, and the share's dial back
+		} else {
+			conn, err = (&net.Dialer{}).DialContext(dctx, "tcp", a)
+		}
 		cancel()
 		if err == nil {
 			conn.Close()

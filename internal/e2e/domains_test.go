@@ -135,6 +135,38 @@ func TestDomainLinks(t *testing.T) {
 		t.Fatalf("the write at the share: %q %v", b, err)
 	}
 
+	// Third-party copies between the two domains' shares, both ways: the
+	// bytes go share to share, none through alice's clients.
+	uvaRoot := uva.AddShare("home")
+	if err := uva.Client(uva.Admin).Admin().ACLSet(ctx, "/uva/home", []wire.ACLEntry{{Who: "alice", Rights: "rlidw"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := home.ResolveFor(ctx, "/uva/home/copy.txt", "data@tacc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Push(ctx, "/tacc/data/hello.txt", wire.PushReq{Whole: true, Block: 1 << 20, Dest: d, DestPath: "/uva/home/copy.txt", Mode: 0o644, DestDomain: "uva"}); err != nil {
+		t.Fatalf("third-party copy tacc -> uva: %v", err)
+	}
+	testenv.SameFile(t, filepath.Join(root, "hello.txt"), filepath.Join(uvaRoot, "copy.txt"))
+	d, err = p.ResolveFor(ctx, "/tacc/data/back.txt", "home@uva")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := home.Push(ctx, "/uva/home/copy.txt", wire.PushReq{Whole: true, Block: 1 << 20, Dest: d, DestPath: "/tacc/data/back.txt", Mode: 0o644, DestDomain: "tacc"}); err != nil {
+		t.Fatalf("third-party copy uva -> tacc: %v", err)
+	}
+	testenv.SameFile(t, filepath.Join(root, "hello.txt"), filepath.Join(root, "back.txt"))
+	if n := p.DataBytes() + home.DataBytes(); n != int64(len("hello from tacc\n")+len("hi from alice\n")) {
+		t.Errorf("alice's clients moved %d bytes of file data; the copies should have moved none through them", n)
+	}
+	// Naming a third domain's share, or another domain's share at the
+	// linked one, is refused.
+	_, err = home.ResolveFor(ctx, "/uva/home/x", "data@cern")
+	wantRefusal(t, "proxy of an unlinked domain", err, "cern", "has not linked")
+	_, err = p.ResolveFor(ctx, "/tacc/data/x", "data@cern")
+	wantRefusal(t, "proxy of a third domain", err, "its own domain")
+
 	// A negative entry for the remote principal wins over its group's grant.
 	if err := taccAdmin.ACLSet(ctx, "/tacc/data", []wire.ACLEntry{{Who: "-alice@uva", Rights: "w"}}, false); err != nil {
 		t.Fatal(err)
@@ -149,7 +181,6 @@ func TestDomainLinks(t *testing.T) {
 	}
 
 	// uva admits none of tacc's users: bob@tacc is refused at uva.
-	uva.AddShare("home")
 	bob := domainUser(t, tacc, "bob")
 	bp := peerOf(t, tacc.Client(bob), "uva")
 	_, err = bp.Stat(ctx, "/uva/home")
@@ -214,5 +245,52 @@ func TestDomainLinks(t *testing.T) {
 	var we *wire.Error
 	if !errors.As(err, &we) && !strings.Contains(err.Error(), "link") {
 		t.Logf("after unlink: %v", err)
+	}
+}
+
+// TestLinkedJobOutlivesTokens: a job reading and writing across a link for
+// 60 s, with tokens and group assertions that last 5 s on both sides,
+// never fails: the client renews both before they end.
+func TestLinkedJobOutlivesTokens(t *testing.T) {
+	ctx := context.Background()
+	uva, tacc := testenv.New(t, "uva"), testenv.New(t, "tacc")
+	uva.RestartController(5 * time.Second)
+	tacc.RestartController(5 * time.Second)
+	root := tacc.AddShare("data")
+	alice := domainUser(t, uva, "alice")
+	link(t, tacc, uva, wire.AdmitAll)
+	link(t, uva, tacc, wire.AdmitNone)
+	if err := tacc.Client(tacc.Admin).Admin().ACLSet(ctx, "/tacc/data", []wire.ACLEntry{{Who: "alice@uva", Rights: "rlidw"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	home, err := client.New(alice, client.Options{KeepFresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer home.Close()
+	r, err := home.Links(ctx)
+	if err != nil || len(r.Links) != 1 {
+		t.Fatalf("links: %+v %v", r, err)
+	}
+	p, err := home.Peer(r.Links[0], client.Options{KeepFresh: true, Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	end := time.Now().Add(60 * time.Second)
+	buf := make([]byte, 4096)
+	for i := 0; time.Now().Before(end); i++ {
+		body := []byte(time.Now().String())
+		if _, err := p.PutFile(ctx, "/tacc/data/job.txt", body, 0o644, 0, wire.CRC(body)); err != nil {
+			t.Fatalf("write %d at %s: %v", i, time.Now().Format(time.TimeOnly), err)
+		}
+		data, _, _, err := p.GetFile(ctx, "/tacc/data/job.txt", buf)
+		if err != nil || string(data) != string(body) {
+			t.Fatalf("read %d at %s: %q %v", i, time.Now().Format(time.TimeOnly), data, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "job.txt")); err != nil || len(b) == 0 {
+		t.Fatalf("the share: %q %v", b, err)
 	}
 }

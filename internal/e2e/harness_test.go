@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,7 +61,15 @@ type proc struct {
 // output matches ready; it returns the process and the submatches.
 func start(t *testing.T, ready string, env []string, args ...string) (*proc, []string) {
 	t.Helper()
-	cmd := exec.Command(pandoBin, args...)
+	return startIn(t, nil, ready, env, args...)
+}
+
+// startIn is start with the binary run by the command prefix (nsenter into
+// a network namespace, say); nil runs it directly.
+func startIn(t *testing.T, prefix []string, ready string, env []string, args ...string) (*proc, []string) {
+	t.Helper()
+	argv := append(append(slices.Clone(prefix), pandoBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -146,6 +155,7 @@ type domain struct {
 	addr   string
 	roots  map[string]string
 	shares map[string]*proc
+	site   *site // the network namespace its servers run in (nil: the test's)
 }
 
 // newDomain starts a controller for a new domain.
@@ -198,8 +208,13 @@ func mountTmpfs(t *testing.T, dir, options string) bool {
 // added to its environment.
 func (d *domain) startShare(name string, env ...string) {
 	d.t.Helper()
-	p, _ := start(d.t, `share \S+ exporting`, env, "share", "--config", d.admin, "--root", d.roots[name], "--name", name,
-		"--listen", "127.0.0.1:0", "--state", filepath.Join(d.dir, "share-state"))
+	var prefix []string
+	listen := "127.0.0.1:0"
+	if d.site != nil {
+		prefix, listen = d.site.nsenter(), d.site.addr+":0"
+	}
+	p, _ := startIn(d.t, prefix, `share \S+ exporting`, env, "share", "--config", d.admin, "--root", d.roots[name], "--name", name,
+		"--listen", listen, "--state", filepath.Join(d.dir, "share-state"))
 	d.shares[name] = p
 }
 
@@ -255,10 +270,16 @@ func runPando(t *testing.T, stdin, cfg string, args ...string) result {
 // killed at it fails the test with its output).
 func runPandoFor(t *testing.T, limit time.Duration, stdin, cfg string, args ...string) result {
 	t.Helper()
-	full := append([]string{"--config", cfg}, args...)
+	return runPandoIn(t, nil, limit, stdin, cfg, args...)
+}
+
+// runPandoIn is runPandoFor with the binary run by the command prefix.
+func runPandoIn(t *testing.T, prefix []string, limit time.Duration, stdin, cfg string, args ...string) result {
+	t.Helper()
+	full := append(append(slices.Clone(prefix), pandoBin, "--config", cfg), args...)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, pandoBin, full...)
+	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
 	// Killed, it may leave processes it started holding its output open:
 	// do not wait for them.
 	cmd.WaitDelay = 5 * time.Second

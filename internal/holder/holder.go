@@ -92,21 +92,9 @@ func Port(addr string) int {
 		return 0
 	}
 	inodes := map[string]bool{}
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			// sl local_address rem_address st ... inode
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "0A" { // LISTEN
-				continue
-			}
-			_, lp, ok := strings.Cut(f[1], ":")
-			if n, err := strconv.ParseUint(lp, 16, 16); ok && err == nil && int(n) == port {
-				inodes["socket:["+f[9]+"]"] = true
-			}
+	for inode, p := range listening() {
+		if p == port {
+			inodes[inode] = true
 		}
 	}
 	if len(inodes) == 0 {
@@ -126,6 +114,49 @@ func Port(addr string) int {
 		}
 	}
 	return 0
+}
+
+// listening returns the TCP sockets that listen, by their fd link name
+// ("socket:[INODE]"), with their ports.
+func listening() map[string]int {
+	out := map[string]int{}
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st ... inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // LISTEN
+				continue
+			}
+			_, lp, ok := strings.Cut(f[1], ":")
+			if n, err := strconv.ParseUint(lp, 16, 16); ok && err == nil {
+				out["socket:["+f[9]+"]"] = int(n)
+			}
+		}
+	}
+	return out
+}
+
+// Listens returns the TCP ports process pid listens on, and how many
+// sockets it holds in all (so that a caller can tell "none" from "could
+// not see").
+func Listens(pid int) (ports []int, sockets int) {
+	ln := listening()
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		t, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err != nil || !strings.HasPrefix(t, "socket:[") {
+			continue
+		}
+		sockets++
+		if p, ok := ln[t]; ok {
+			ports = append(ports, p)
+		}
+	}
+	return ports, sockets
 }
 
 // By returns " by PID N (command)" for a message about something in use,

@@ -14,7 +14,7 @@ const mod = "pando.dev/pando/"
 var rank = map[string]int{
 	"internal/dio": -1, "internal/fault": -1, "internal/procs": -1, "internal/pattern": -1, "internal/wan": -1,
 	"internal/testenv/snap": -1, "internal/holder": -1, "internal/metricsrv": -1, "internal/store/etcdrun": -1, "internal/manpage": -1,
-	"internal/wire": 0, "internal/auth": 0, "internal/store": 0, "internal/blockcache": 0,
+	"internal/wire": 0, "internal/relay": 0, "internal/auth": 0, "internal/store": 0, "internal/blockcache": 0,
 	"internal/remote": 1, // the namespace and data-path interfaces the vfs holds
 	"internal/config": 1, "internal/rpc": 1, "internal/store/storetest": 1, "internal/blockcache/cachetest": 1, "internal/store/etcdtest": 1,
 	"internal/client": 2, "internal/cache": 2,

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pando.dev/pando/internal/relay"
 	"pando.dev/pando/internal/wire"
 )
 
@@ -117,17 +118,13 @@ func dialContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 15*time.Second)
 }
 
-// dialTCP connects to addr with keep-alives and without Nagle's delay.
+// dialTCP connects to addr with keep-alives and without Nagle's delay;
+// an address relay://HOST:PORT/NAME is reached through that relay.
 func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	d := net.Dialer{KeepAlive: 30 * time.Second}
-	raw, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s: %w", addr, err)
+	if relay.IsAddr(addr) {
+		return relay.Dial(ctx, addr)
 	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	return raw, nil
+	return relay.DialTCP(ctx, addr)
 }
 
 // HandshakeError reports a failed TLS handshake; callers explain it.

@@ -2,6 +2,8 @@
 // a client Conn that multiplexes concurrent calls on one connection and
 // reads reply data straight into the caller's buffer, and a Server that
 // dispatches requests to a Handler with bounded concurrency per connection.
+// An address relay://HOST:PORT/NAME is dialled through that relay
+// (package relay); the TLS then runs end to end through it.
 //
 // Guarantees:
 //   - Every call has a deadline (the context's, or DefaultTimeout).

@@ -36,11 +36,24 @@ type peer struct {
 
 const peerIdle = time.Minute
 
-func (s *Server) peer(t wire.ResolveResp, streams int, protection string) (*peer, error) {
+func (s *Server) peer(t wire.ResolveResp, domain string, streams int, protection string) (*peer, error) {
 	if s.cfg.Identity == nil {
 		return nil, wire.Errorf(wire.CodeNotSupp, "share %s has no identity of its own to reach other shares with", s.cfg.Name)
 	}
-	key := protection + "\x00" + string(t.Token)
+	id := s.cfg.Identity
+	if domain != "" && domain != s.cfg.Domain {
+		var ca []byte
+		if s.cfg.Trust != nil {
+			ca = s.cfg.Trust.CAPEM(domain)
+		}
+		if ca == nil {
+			return nil, wire.Errorf(wire.CodeAccess, "share %s@%s cannot push to domain %s, which its domain has not linked", s.cfg.Name, s.cfg.Domain, domain)
+		}
+		other := *id
+		other.Domain, other.Controller, other.Controllers, other.CA = domain, "", nil, string(ca)
+		id = &other
+	}
+	key := protection + "\x00" + domain + "\x00" + string(t.Token)
 	p := &s.peers
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -58,7 +71,7 @@ func (s *Server) peer(t wire.ResolveResp, streams int, protection string) (*peer
 		q.busy++
 		return q, nil
 	}
-	c, err := client.NewDelegated(s.cfg.Identity, t, client.Options{Streams: max(1, min(streams, 16)), Protection: protection})
+	c, err := client.NewDelegated(id, t, client.Options{Streams: max(1, min(streams, 16)), Protection: protection})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +118,7 @@ func (s *Server) push(ctx context.Context, req *rpc.Request) (rpc.Reply, error) 
 	default:
 		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "data channel protection %q: choose private, safe or clear", r.Protection)
 	}
-	q, err := s.peer(r.Dest, r.Streams, r.Protection)
+	q, err := s.peer(r.Dest, r.DestDomain, r.Streams, r.Protection)
 	if err != nil {
 		return rpc.Reply{}, err
 	}

@@ -3,6 +3,7 @@ package share
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,15 +17,26 @@ import (
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
 	"pando.dev/pando/internal/holder"
+	"pando.dev/pando/internal/relay"
 	"pando.dev/pando/internal/wire"
 )
 
 // RunConfig configures a share that registers with its controller.
 type RunConfig struct {
-	Name      string
-	Root      string
+	Name string
+	Root string
+	// Listen is the address to listen on; with Relay set it may be
+	// empty, and the share opens no port at all.
 	Listen    string
 	Advertise string // address others dial; default the listen address
+	// Relay is a relay's host:port (pando relay) the share dials out to
+	// and is served through, for a share that cannot accept connections;
+	// it registers relay://HOST:PORT/share:NAME@DOMAIN beside any direct
+	// address (see package relay).
+	Relay string
+	// RelayAdvertise is the relay's host:port as clients dial it, where
+	// that differs from Relay (default Relay).
+	RelayAdvertise string
 	// StateDir keeps the share's key and certificate.
 	StateDir string
 	// Controller overrides the controller address of the credentials.
@@ -45,7 +57,10 @@ type RunConfig struct {
 // Running is a started share.
 type Running struct {
 	*Server
+	// Addr is the first of Addrs, the addresses the share registered:
+	// the direct one (if it listens), then the relay's (if any).
 	Addr   string
+	Addrs  []string
 	cancel context.CancelFunc
 	done   chan struct{}
 	ctrl   *client.Client
@@ -62,39 +77,66 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 	if fi, err := os.Stat(rc.Root); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("cannot export %s: it is not a directory", rc.Root)
 	}
-	ln, err := net.Listen("tcp", rc.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("share %s cannot listen on %s: %w%s (choose another address with --listen)", rc.Name, rc.Listen, err, holder.InUse(err, rc.Listen))
+	var ln net.Listener
+	var addrs []string
+	if rc.Listen != "" || rc.Relay == "" {
+		l, err := net.Listen("tcp", rc.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("share %s cannot listen on %s: %w%s (choose another address with --listen)", rc.Name, rc.Listen, err, holder.InUse(err, rc.Listen))
+		}
+		ln = l
+		addr := ln.Addr().String()
+		if rc.Advertise != "" {
+			addr = rc.Advertise
+		}
+		addrs = append(addrs, addr)
 	}
-	addr := ln.Addr().String()
-	if rc.Advertise != "" {
-		addr = rc.Advertise
+	closeLn := func() {
+		if ln != nil {
+			ln.Close()
+		}
 	}
-	id, err := identity(ctx, rc, addr)
+	id, err := identity(ctx, rc, addrs)
 	if err != nil {
-		ln.Close()
+		closeLn()
 		return nil, err
+	}
+	if rc.Relay != "" {
+		via, err := relayListener(ctx, rc, id)
+		if err != nil {
+			closeLn()
+			return nil, err
+		}
+		addrs = append(addrs, via.Addr().String())
+		if ln == nil {
+			ln = via
+		} else {
+			ln = relay.Merge(ln, via)
+		}
+		// A relay forwards what it is given: only TLS data channels keep
+		// the bytes from it (docs/security.md, "Relays").
+		rc.Protection = []string{"private"}
 	}
 	ctrl, err := client.New(id, client.Options{})
 	if err != nil {
-		ln.Close()
+		closeLn()
 		return nil, err
 	}
 	var reg wire.ShareRegisterResp
-	if err := ctrl.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: rc.Name, Addrs: []string{addr}}, &reg); err != nil {
-		ln.Close()
+	if err := ctrl.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: rc.Name, Addrs: addrs}, &reg); err != nil {
+		closeLn()
 		ctrl.Close()
 		return nil, fmt.Errorf("share %s cannot register with the controller: %w", rc.Name, err)
 	}
 	cert, err := id.Certificate()
 	if err != nil {
-		ln.Close()
+		closeLn()
 		ctrl.Close()
 		return nil, err
 	}
 	pool, err := auth.PoolFromPEM(reg.CA)
 	if err != nil {
-		ln.Close()
+		closeLn()
 		ctrl.Close()
 		return nil, err
 	}
@@ -103,12 +145,12 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 		TLS: auth.ServerConfigTrust(cert, trust), Trust: trust, TokenKey: ed25519.PublicKey(reg.TokenKey), Log: rc.Log, Identity: id, Protection: rc.Protection,
 		DelegFile: delegFileFor(rc.StateDir, rc.Name), Limits: rc.Limits, CommitDir: commitDirFor(rc.StateDir, rc.Name)})
 	if err != nil {
-		ln.Close()
+		closeLn()
 		ctrl.Close()
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	r := &Running{Server: srv, Addr: addr, cancel: cancel, done: make(chan struct{}), ctrl: ctrl}
+	r := &Running{Server: srv, Addr: addrs[0], Addrs: addrs, cancel: cancel, done: make(chan struct{}), ctrl: ctrl}
 	// Revocations known so far must be applied before the first request.
 	synced := make(chan struct{})
 	go r.watch(wctx, synced)
@@ -123,7 +165,7 @@ func Start(ctx context.Context, rc RunConfig) (*Running, error) {
 			rc.Log.Error("share stopped serving", "share", rc.Name, "err", err)
 		}
 	}()
-	rc.Log.Info("share serving", "share", rc.Name, "root", rc.Root, "addr", addr)
+	rc.Log.Info("share serving", "share", rc.Name, "root", rc.Root, "addrs", addrs)
 	return r, nil
 }
 
@@ -168,13 +210,13 @@ func (r *Running) watch(ctx context.Context, synced chan struct{}) {
 		}
 		delay = min(2*delay, 10*time.Second)
 		// Re-register so the controller knows our address again.
-		_ = r.ctrl.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: r.cfg.Name, Addrs: []string{r.Addr}}, nil)
+		_ = r.ctrl.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: r.cfg.Name, Addrs: r.Addrs}, nil)
 	}
 }
 
 // identity loads the share's credentials, or registers the share with the
 // administrator's credentials to obtain them.
-func identity(ctx context.Context, rc RunConfig, addr string) (*config.Config, error) {
+func identity(ctx context.Context, rc RunConfig, addrs []string) (*config.Config, error) {
 	path := filepath.Join(rc.StateDir, "share-"+rc.Name+".json")
 	if rc.Controller != "" && rc.Credentials != nil {
 		creds := *rc.Credentials
@@ -227,7 +269,7 @@ func identity(ctx context.Context, rc RunConfig, addr string) (*config.Config, e
 		return nil, err
 	}
 	var reg wire.ShareRegisterResp
-	if err := admin.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: rc.Name, Addrs: []string{addr}, CSR: csr}, &reg); err != nil {
+	if err := admin.ControllerCall(ctx, wire.OpShareRegister, wire.ShareRegisterReq{Name: rc.Name, Addrs: addrs, CSR: csr}, &reg); err != nil {
 		return nil, fmt.Errorf("share %s cannot register with the controller: %w", rc.Name, err)
 	}
 	id = &config.Config{Domain: reg.Domain, Controller: rc.Credentials.Controller, Controllers: rc.Credentials.Controllers, User: rc.Name,
@@ -236,4 +278,19 @@ func identity(ctx context.Context, rc RunConfig, addr string) (*config.Config, e
 		return nil, err
 	}
 	return id, id.Save(path)
+}
+
+// relayListener registers the share with its relay, under the identity
+// its certificate names.
+func relayListener(ctx context.Context, rc RunConfig, id *config.Config) (*relay.Listener, error) {
+	cert, err := id.Certificate()
+	if err != nil {
+		return nil, err
+	}
+	name := auth.Identity{Domain: id.Domain, Role: auth.RoleShare, Name: rc.Name}.String()
+	l, err := relay.Listen(ctx, relay.ListenConfig{Relay: rc.Relay, Advertise: rc.RelayAdvertise, Name: name, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}, Log: rc.Log})
+	if err != nil {
+		return nil, fmt.Errorf("share %s cannot be served through the relay: %w", rc.Name, err)
+	}
+	return l, nil
 }

@@ -82,6 +82,10 @@ type PushReq struct {
 	Sync     bool        `cbor:"13,keyasint,omitempty"`
 	// Protection of the data channels between the shares (default private).
 	Protection string `cbor:"14,keyasint,omitempty"`
+	// DestDomain is the destination's domain when it is a linked domain
+	// ("": the share's own); the share checks the destination against
+	// that domain's CA, as its controller has it.
+	DestDomain string `cbor:"15,keyasint,omitempty"`
 }
 
 // PushResp carries the CRC32C of each block pushed, computed from the

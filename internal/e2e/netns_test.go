@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"pando.dev/pando/internal/testenv"
+	"pando.dev/pando/internal/testenv/snap"
+)
+
+// site is a network namespace the test made: a host of its own, with one
+// address on a bridge the test's other sites share (the test process, in
+// the root namespace, reaches them too, as an administrator's laptop
+// would; the sites reach nothing else, not even each other's loopback).
+type site struct {
+	name, ns, addr string
+}
+
+// nsenter is the prefix that runs a command in the site's network
+// namespace (and nothing else: the mount namespace stays the test's, so a
+// mount an agent makes there is seen here).
+func (s *site) nsenter() []string { return []string{"nsenter", "--net=/run/netns/" + s.ns} }
+
+// newSites makes one network namespace per name on a bridge of its own,
+// removed when the test ends. It needs root and iproute2 (in CI it fails
+// rather than skips without them).
+func newSites(t *testing.T, names ...string) map[string]*site {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("network namespaces need root, which CI has")
+		}
+		t.Skip("network namespaces need root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatal("ip (iproute2) is not installed")
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	br := "pbr" + tag
+	// A /24 of 10.x.y.0 chosen from the tag, so that parallel runs do not meet.
+	net := fmt.Sprintf("10.%d.%d", 100+int(b[0])%100, b[1])
+	run("link", "add", br, "type", "bridge")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
+	run("addr", "add", net+".1/24", "dev", br)
+	run("link", "set", br, "up")
+	out := map[string]*site{}
+	for i, name := range names {
+		s := &site{name: name, ns: fmt.Sprintf("p%s%d", tag, i), addr: fmt.Sprintf("%s.%d", net, i+2)}
+		veth := fmt.Sprintf("pv%s%d", tag, i)
+		run("netns", "add", s.ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", s.ns).Run() })
+		run("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", s.ns)
+		run("link", "set", veth, "master", br, "up")
+		run("-n", s.ns, "addr", "add", s.addr+"/24", "dev", "eth0")
+		run("-n", s.ns, "link", "set", "eth0", "up")
+		run("-n", s.ns, "link", "set", "lo", "up")
+		out[name] = s
+	}
+	return out
+}
+
+// newDomainAt starts a controller for a new domain in site s.
+func newDomainAt(t *testing.T, s *site, name string) *domain {
+	t.Helper()
+	dir := t.TempDir()
+	d := &domain{t: t, name: name, dir: dir, roots: map[string]string{}, shares: map[string]*proc{}, site: s}
+	var m []string
+	d.ctrl, m = startIn(t, s.nsenter(), `listening on (\S+)`, nil, "controller", "--state", filepath.Join(dir, "controller"),
+		"--domain", name, "--listen", s.addr+":0")
+	d.addr = m[1]
+	d.admin = filepath.Join(dir, "controller", "admin.json")
+	return d
+}
+
+// inSite runs the CLI with cfg in the domain's site.
+func (d *domain) inSite(cfg string, args ...string) result {
+	d.t.Helper()
+	return runPandoIn(d.t, d.site.nsenter(), 2*time.Minute, "", cfg, args...)
+}
+
+// TestDomainsAcrossNetworks: two domains, each with its own controller,
+// CA, share and mount in a network namespace of its own, linked with the
+// commands a person runs. alice of uva reads and writes tacc's share
+// through her mount, the CLI, a gateway of uva and pando cp, where tacc's
+// ACL lets her; bob of tacc is refused at uva, which admits none of tacc's
+// users, and tacc's share is unchanged by what was refused.
+func TestDomainsAcrossNetworks(t *testing.T) {
+	sites := newSites(t, "uva", "tacc")
+	uva, tacc := newDomainAt(t, sites["uva"], "uva"), newDomainAt(t, sites["tacc"], "tacc")
+	uvaRoot, taccRoot := uva.addShare("home"), tacc.addShare("data")
+	if err := os.WriteFile(filepath.Join(taccRoot, "hello.txt"), []byte("hello from tacc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(taccRoot, "big.bin")
+	testenv.MakeFile(t, big, 9<<20)
+	alice := uva.addUser("alice", "physics")
+	bob := tacc.addUser("bob")
+
+	// Before the link, uva's users are strangers at tacc.
+	uva.inSite(alice, "ls", "/tacc/data").fails(3, "tacc")
+
+	fpUva := strings.TrimSpace(uva.inSite(uva.admin, "domain", "fingerprint").ok().stdout)
+	fpTacc := strings.TrimSpace(tacc.inSite(tacc.admin, "domain", "fingerprint").ok().stdout)
+	tacc.inSite(tacc.admin, "domain", "link", "uva", "--controller", uva.addr, "--fingerprint", strings.ToLower(fpUva)).ok()
+	uva.inSite(uva.admin, "domain", "link", "tacc", "--controller", tacc.addr, "--fingerprint", strings.ReplaceAll(fpTacc, ":", ""), "--admit", "none").ok()
+	ls := uva.inSite(uva.admin, "domain", "ls").ok().stdout
+	if !strings.Contains(ls, "tacc") || !strings.Contains(ls, "reachable") || !strings.Contains(ls, fpTacc) {
+		t.Errorf("pando domain ls at uva:\n%s", ls)
+	}
+	tacc.inSite(tacc.admin, "acl", "set", "/tacc/data", "group:physics@uva", "rlidw").ok()
+
+	// The CLI.
+	if out := uva.inSite(alice, "cat", "/tacc/data/hello.txt").ok().stdout; out != "hello from tacc\n" {
+		t.Fatalf("pando cat across domains: %q", out)
+	}
+	if out := uva.inSite(alice, "ls", "/").ok().stdout; !strings.Contains(out, "uva") || !strings.Contains(out, "tacc") {
+		t.Errorf("pando ls / at uva shows %q", out)
+	}
+	// pando cp, both ways.
+	uva.inSite(alice, "cp", "/tacc/data/big.bin", "/uva/home/big.bin").ok()
+	testenv.SameFile(t, big, filepath.Join(uvaRoot, "big.bin"))
+	uva.inSite(alice, "cp", "/uva/home/big.bin", "/tacc/data/back.bin").ok()
+	testenv.SameFile(t, big, filepath.Join(taccRoot, "back.bin"))
+
+	// The mount, in uva's site.
+	mnt, cache := filepath.Join(uva.dir, "mnt"), filepath.Join(uva.dir, "cache")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startIn(t, sites["uva"].nsenter(), `pando mounted at`, nil, "--config", alice, "mount", "--cache-dir", cache, mnt)
+	if b, err := os.ReadFile(filepath.Join(mnt, "tacc", "data", "hello.txt")); err != nil || string(b) != "hello from tacc\n" {
+		t.Fatalf("reading tacc through uva's mount: %q %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "tacc", "data", "from-mount.txt"), []byte("written at uva\n"), 0o644); err != nil {
+		t.Fatalf("writing tacc through uva's mount: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(taccRoot, "from-mount.txt")); err != nil || string(b) != "written at uva\n" {
+		t.Fatalf("tacc's share holds %q %v", b, err)
+	}
+	ents, err := os.ReadDir(mnt)
+	if err != nil || len(ents) != 2 {
+		t.Errorf("the mount's root: %v %v", ents, err)
+	}
+
+	// tacc stops answering (its controller and share frozen, as a host
+	// that hangs): uva's part of the mount serves on, tacc's fails in
+	// seconds, and what the mount holds of tacc stays readable.
+	if err := os.WriteFile(filepath.Join(uvaRoot, "local.txt"), []byte("at home\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	frozen := []*proc{tacc.ctrl, tacc.shares["data"]}
+	for _, p := range frozen {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thaw := func() {
+		for _, p := range frozen {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	if b, err := os.ReadFile(filepath.Join(mnt, "uva", "home", "local.txt")); err != nil || string(b) != "at home\n" {
+		thaw()
+		t.Fatalf("uva's own files with tacc frozen: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "tacc", "data", "hello.txt")); err != nil || string(b) != "hello from tacc\n" {
+		thaw()
+		t.Fatalf("tacc's file the mount holds, with tacc frozen: %q %v", b, err)
+	}
+	failed := make(chan error, 1)
+	go func() { _, err := os.ReadFile(filepath.Join(mnt, "tacc", "data", "never-read.txt")); failed <- err }()
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Error("a file tacc never had was read with tacc frozen")
+		}
+	case <-time.After(60 * time.Second):
+		thaw()
+		t.Fatal("a read of tacc's namespace with tacc frozen did not fail within 60 s")
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "uva", "home", "local.txt")); err != nil || string(b) != "at home\n" {
+		thaw()
+		t.Fatalf("uva's own files after tacc's part failed: %q %v", b, err)
+	}
+	thaw()
+
+	// A negative entry for alice wins over her group's grant; tacc decides.
+	tacc.inSite(tacc.admin, "acl", "set", "/tacc/data", "--", "-alice@uva", "w").ok()
+	before := snap.Take(t, taccRoot)
+	uva.inSite(alice, "put", "-", "/tacc/data/hello.txt").fails(1, "alice@uva", "write right (w)", "domain tacc decided")
+	snap.Same(t, "tacc's share after a refused write", before, snap.Take(t, taccRoot))
+
+	// uva admits none of tacc's users.
+	tacc.inSite(bob, "ls", "/uva/home").fails(1, "admits no principal of tacc", "domain uva decided")
+}
