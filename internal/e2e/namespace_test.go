@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,8 @@ import (
 // namespace promises a user of uva: tacc's namespace beside the home one
 // at the root of the CLI and of the mount; a file of tacc read and written
 // through the mount, through the CLI (ls, cat, put), through a gateway of
-// uva and with pando cp (both ways), where tacc's ACL names alice@uva;
+// uva and with pando cp (a copy between the two domains' shares share to
+// share, each way), where tacc's ACL names alice@uva;
 // under callback, a write through one mount read at once through another; a rename across the two
 // refused with EXDEV; with tacc frozen, the home namespace served within
 // its bounds and tacc's cached file readable, marked stale; and, once
@@ -69,8 +71,23 @@ func TestOneNamespace(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
 	os.WriteFile(big, payload, 0o644)
 	uva.pando(alice, "cp", big, "pando://tacc/data/big.bin").ok()
-	uva.pando(alice, "cp", "pando://tacc/data/big.bin", "pando://uva/data/big.bin").ok()
-	for _, p := range []string{filepath.Join(taccRoot, "big.bin"), filepath.Join(uvaRoot, "big.bin")} {
+	// Between the two domains' shares, share to share: no file data
+	// through alice's clients, each way.
+	for _, c := range [][2]string{{"pando://tacc/data/big.bin", "pando://uva/data/big.bin"}, {"pando://uva/data/big.bin", "pando://tacc/data/back.bin"}} {
+		var sum struct {
+			ThirdParty bool  `json:"third_party"`
+			ClientData int64 `json:"client_data_bytes"`
+			Bytes      int64 `json:"bytes"`
+		}
+		out := uva.pando(alice, "cp", "--json", "-", c[0], c[1]).ok().stdout
+		if err := json.Unmarshal([]byte(out), &sum); err != nil {
+			t.Fatalf("cp --json: %v: %q", err, out)
+		}
+		if !sum.ThirdParty || sum.ClientData != 0 || sum.Bytes != int64(len(payload)) {
+			t.Errorf("cp %s %s: %+v; want the %d bytes share to share, none through the client", c[0], c[1], sum, len(payload))
+		}
+	}
+	for _, p := range []string{filepath.Join(taccRoot, "big.bin"), filepath.Join(uvaRoot, "big.bin"), filepath.Join(taccRoot, "back.bin")} {
 		if b, _ := os.ReadFile(p); !bytes.Equal(b, payload) {
 			t.Errorf("cp: %s holds %d bytes, want the %d copied", p, len(b), len(payload))
 		}

@@ -4,10 +4,10 @@
 // over parallel streams with a rate cap, checks each block's CRC32C, may
 // verify what it wrote, and journals every block the destination made
 // durable, so that a resumed copy moves only what is missing. Between two
-// pando paths of one domain the client asks the source share to push to
-// the destination share itself (a third-party copy), and moves no data;
-// paths of two linked domains (each through its domain's client,
-// Options.GridAt) are copied through the client.
+// pando paths the client asks the source share to push to the destination
+// share itself (a third-party copy), and moves no data; the two may lie
+// in two linked domains, each reached through its domain's client
+// (Options.GridAt).
 //
 // It ranks above client and cache, beside share and controller: the
 // client knows nothing of transfers (docs/layers.md).

@@ -41,7 +41,6 @@ type Options struct {
 	Grid func() (*client.Client, error)
 	// GridAt, if set, returns the client of the domain a pando:// path
 	// lies in (the home client, or a linked domain's) in Grid's place.
-	// Two paths of different domains are copied through the client.
 	GridAt func(ctx context.Context, gpath string) (*client.Client, error)
 	// ViaClient moves data between two pando paths through this client
 	// instead of share to share.
@@ -343,11 +342,8 @@ func newRun(o Options, src, dst Endpoint) *run {
 		x.writers = net
 	}
 	if s, ok := src.(grid); ok && !o.ViaClient {
-		// Share to share within one domain; between two, a share would
-		// need a token of the other domain for its share (see
-		// docs/federation.md), so the data goes through the client.
-		if d, ok := dst.(grid); ok && d.c == s.c {
-			x.third = &thirdParty{c: s.c, tokens: make(map[string]wire.ResolveResp)}
+		if d, ok := dst.(grid); ok {
+			x.third = &thirdParty{c: s.c, dc: d.c, tokens: make(map[string]wire.ResolveResp)}
 		}
 	}
 	x.nbuf = x.readers + x.writers + 4
