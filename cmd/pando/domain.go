@@ -13,9 +13,13 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
+// newDomainCmd is the group of commands about this domain and others:
+// links (below) and the issuers of bearer tokens it trusts
+// (domain_issuer.go).
 func newDomainCmd(g *cli.Globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "domain", Short: "Link this domain with others: one namespace, each domain deciding its own rights"}
+	cmd := &cobra.Command{Use: "domain", Short: "Link this domain with others: one namespace, each domain deciding its own rights; trusted token issuers"}
 	cmd.AddCommand(domainLinkCmds(g)...)
+	cmd.AddCommand(newDomainIssuerCmds(g)...)
 	return cmd
 }
 

@@ -46,6 +46,10 @@ type Token struct {
 	// groups. It grants nothing, and no share takes it.
 	Assert   bool   `cbor:"11,keyasint,omitempty"`
 	Audience string `cbor:"12,keyasint,omitempty"`
+	// Scopes are the storage scopes (global paths, space-separated) of
+	// the bearer token (JWT) the controller made this token from: its
+	// rights are within them. Shares name them when they refuse.
+	Scopes string `cbor:"13,keyasint,omitempty"`
 }
 
 // Token errors.

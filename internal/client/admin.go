@@ -120,6 +120,46 @@ func (a Admin) TokenCreate(ctx context.Context, ttl time.Duration) (wire.TokenCr
 	return r, err
 }
 
+// JWTCreate asks the controller for a JWT of the WLCG profile for this
+// client's user, with scopes (storage.read:/uva/data ...), for audience
+// ("": the domain's own), valid for ttl (0: the controller's default).
+func (a Admin) JWTCreate(ctx context.Context, scopes []string, audience string, ttl time.Duration) (wire.TokenCreateResp, error) {
+	var r wire.TokenCreateResp
+	err := a.c.ControllerCall(ctx, wire.OpTokenCreate, wire.TokenCreateReq{TTL: int64(ttl), Scopes: scopes, Audience: audience}, &r)
+	return r, err
+}
+
+// BearerCheck asks the controller, for a gateway, whose JWT tok is.
+func (a Admin) BearerCheck(ctx context.Context, tok string) (wire.BearerCheckResp, error) {
+	var r wire.BearerCheckResp
+	err := a.c.ControllerCall(ctx, wire.OpBearerCheck, wire.BearerCheckReq{Token: tok}, &r)
+	return r, err
+}
+
+// IssuerTrust makes the domain trust an issuer of JWTs.
+func (a Admin) IssuerTrust(ctx context.Context, iss wire.IssuerInfo) error {
+	return a.c.ControllerCall(ctx, wire.OpIssuerTrust, iss, nil)
+}
+
+// IssuerList lists the issuers the domain trusts.
+func (a Admin) IssuerList(ctx context.Context) ([]wire.IssuerInfo, error) {
+	var r wire.IssuerListResp
+	err := a.c.ControllerCall(ctx, wire.OpIssuerList, wire.Empty{}, &r)
+	return r.Issuers, err
+}
+
+// IssuerDistrust ends the trust in an issuer (by name or iss).
+func (a Admin) IssuerDistrust(ctx context.Context, name string) error {
+	return a.c.ControllerCall(ctx, wire.OpIssuerDistrust, wire.IssuerDistrustReq{Name: name}, nil)
+}
+
+// DomainJWKS is the domain's own issuer, audience and key set.
+func (a Admin) DomainJWKS(ctx context.Context) (wire.DomainJWKSResp, error) {
+	var r wire.DomainJWKSResp
+	err := a.c.ControllerCall(ctx, wire.OpDomainJWKS, wire.Empty{}, &r)
+	return r, err
+}
+
 // TokenCheck asks the controller, for a gateway, whose sign-in token tok is.
 func (a Admin) TokenCheck(ctx context.Context, tok []byte) (wire.TokenCheckResp, error) {
 	var r wire.TokenCheckResp

@@ -45,6 +45,11 @@ type Options struct {
 	// role), names the user every request is made for: tokens are asked
 	// for in that user's name and carry only that user's rights.
 	ActFor string
+	// Bearer, set by a gateway instead of ActFor, is a JWT that every
+	// token is asked for with (wire.ResolveReq.Bearer): the controller
+	// verifies it each time, and the tokens carry its principal
+	// (BearerFor) and no right its scopes do not cover.
+	Bearer, BearerFor string
 	// Log, if set, gets one line when a share goes down and one when it
 	// comes back (unless a health hook takes them, see SetHealthHook).
 	Log *slog.Logger
@@ -164,6 +169,9 @@ func (c *Client) Principal() string {
 	}
 	if c.opts.ActFor != "" {
 		return c.opts.ActFor + "@" + c.cfg.Domain
+	}
+	if c.opts.BearerFor != "" {
+		return c.opts.BearerFor
 	}
 	return c.cfg.User + "@" + c.cfg.Domain
 }
@@ -410,7 +418,7 @@ func (c *Client) tokenLapsed(prefix string, t *target, refused bool, err error) 
 // (that share proxy, if named, may present on this client's behalf).
 func (c *Client) resolve(ctx context.Context, prefix, proxy string) (wire.ResolveResp, error) {
 	var resp wire.ResolveResp
-	req := wire.ResolveReq{Path: prefix, Proxy: proxy, For: c.opts.ActFor}
+	req := wire.ResolveReq{Path: prefix, Proxy: proxy, For: c.opts.ActFor, Bearer: c.opts.Bearer}
 	if c.peer != nil {
 		a, err := c.peer.assertion(ctx)
 		if err != nil {

@@ -127,6 +127,13 @@ func controllerSeeds(f *testing.F) {
 		{wire.OpS3KeyCreate, wire.S3KeyReq{Name: "../admin"}},
 		{wire.OpS3KeyCreate, wire.S3KeyReq{}},
 		{wire.OpS3KeyGet, wire.S3KeyReq{Access: "PK../../user/admin"}},
+		{wire.OpTokenCreate, wire.TokenCreateReq{Scopes: []string{"storage.modify:/fz/data"}, Audience: "https://x"}},
+		{wire.OpBearerCheck, wire.BearerCheckReq{Token: "eyJhbGciOiJub25lIn0.eyJpc3MiOiJpIn0."}},
+		{wire.OpResolve, wire.ResolveReq{Path: "/fz/data", Bearer: "a.b.c"}},
+		{wire.OpIssuerTrust, wire.IssuerInfo{Name: "idp", Issuer: "https://idp", Audience: "a", Base: "/fz/data", JWKS: []byte(`{"keys":[]}`)}},
+		{wire.OpIssuerList, wire.Empty{}},
+		{wire.OpIssuerDistrust, wire.IssuerDistrustReq{Name: "idp"}},
+		{wire.OpDomainJWKS, wire.Empty{}},
 	} {
 		b, err := wire.Marshal(s.msg)
 		if err != nil {
@@ -179,7 +186,8 @@ func FuzzControllerUser(f *testing.F) {
 			return
 		}
 		switch wire.Op(op) {
-		case wire.OpUserAdd, wire.OpUserRevoke, wire.OpUserList, wire.OpMountAdd, wire.OpMountRemove, wire.OpACLSet, wire.OpShareRegister:
+		case wire.OpUserAdd, wire.OpUserRevoke, wire.OpUserList, wire.OpMountAdd, wire.OpMountRemove, wire.OpACLSet, wire.OpShareRegister,
+			wire.OpIssuerTrust, wire.OpIssuerList, wire.OpIssuerDistrust, wire.OpBearerCheck:
 			t.Fatalf("op %s succeeded for a user who administers nothing", wire.Op(op))
 		case wire.OpResolve:
 			r := rep.Msg.(wire.ResolveResp)
@@ -231,7 +239,7 @@ func FuzzControllerAdmin(f *testing.F) {
 			}
 			checkStoredLocations(t, c, m)
 		}
-		for _, pfx := range []string{pfxUser, pfxShare} {
+		for _, pfx := range []string{pfxUser, pfxShare, pfxIssuer} {
 			kvs, err := c.st.List(ctx, pfx)
 			if err != nil {
 				t.Fatal(err)
@@ -261,6 +269,8 @@ func TestControllerRefusalsChangeNothing(t *testing.T) {
 		{wire.OpMountAdd, wire.MountEntry{Prefix: "/fz/mine", Share: "data"}},
 		{wire.OpUserRevoke, wire.UserRevokeReq{Name: "admin"}},
 		{wire.OpShareRegister, wire.ShareRegisterReq{Name: "data", Addrs: []string{"10.0.0.1:1"}}},
+		{wire.OpIssuerTrust, wire.IssuerInfo{Name: "idp", Issuer: "https://idp.example", Audience: "a", Base: "/fz/data"}},
+		{wire.OpIssuerDistrust, wire.IssuerDistrustReq{Name: "idp"}},
 	} {
 		meta, _ := wire.Marshal(r.msg)
 		_, err := c.Serve(context.Background(), &rpc.Request{Op: r.op, Meta: meta, Conn: alice})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -89,6 +90,16 @@ func (c *Controller) Serve(ctx context.Context, req *rpc.Request) (rpc.Reply, er
 		return c.domainJoin(ctx, p, req)
 	case wire.OpDomainAssert:
 		return c.domainAssert(ctx, p, req)
+	case wire.OpBearerCheck:
+		return c.bearerCheck(ctx, p, req)
+	case wire.OpIssuerTrust:
+		return c.issuerTrust(ctx, p, req)
+	case wire.OpIssuerList:
+		return c.issuerList(ctx, p)
+	case wire.OpIssuerDistrust:
+		return c.issuerDistrust(ctx, p, req)
+	case wire.OpDomainJWKS:
+		return c.domainJWKS()
 	}
 	return rpc.Reply{}, wire.Errorf(wire.CodeUnknownOp, "the controller does not serve %s requests", req.Op)
 }
@@ -229,14 +240,23 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 	if err != nil {
 		return rpc.Reply{}, err
 	}
+	// A gateway presenting a JWT: the principal and its scopes come from
+	// the JWT, verified here again (bearer.go).
+	b, err := c.resolveBearer(ctx, p, &r)
+	if err != nil {
+		return rpc.Reply{}, err
+	}
 	// Everything a token is made from, read together in one request to
 	// the store: the record of the user it names (the caller, or the user
 	// a gateway asks for), the mounts, the shares and the ACLs.
 	remote := p.id.Domain != c.keys.domain
-	var key string
+	// Another issuer's JWT names no record of this domain: its principal
+	// and rights come from the JWT alone.
+	foreign := b != nil && b.user == ""
+	key := pfxUser
 	if remote {
 		key = pfxLink + p.id.Domain
-	} else {
+	} else if !foreign {
 		who, err := c.recordFor(p, r.For)
 		if err != nil {
 			return rpc.Reply{}, err
@@ -259,6 +279,8 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 			}
 		}
 		subj, principal, until, err = c.remoteSubject(p, l, &r, g)
+	} else if foreign {
+		principal = b.principal
 	} else {
 		subj, principal, err = c.resolveSubjectOf(p, r.For, m.Values[key])
 	}
@@ -315,7 +337,7 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 			t.Groups = append(t.Groups, g+"@"+subj.Domain)
 		}
 	}
-	if r.For != "" {
+	if r.For != "" || b != nil {
 		t.Proxy = p.id.String() // the gateway presents the user's token
 	} else if r.Proxy != "" {
 		proxy, err := c.proxyShare(ctx, p, r.Proxy, shares)
@@ -324,11 +346,24 @@ func (c *Controller) resolve(ctx context.Context, p *peer, req *rpc.Request) (rp
 		}
 		t.Proxy = proxy
 	}
-	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: auth.Effective(acls, subj, best.Prefix)})
-	for q := range acls {
+	rights := func(q string) auth.Rights { return auth.Effective(acls, subj, q) }
+	points := slices.Collect(maps.Keys(acls))
+	if b != nil {
+		if b.expires.Before(t.Expires) {
+			t.Expires = b.expires
+		}
+		rights = b.rights(acls, subj)
+		t.Scopes = auth.ScopeClaim(b.scopes)
+		for _, s := range b.scopes {
+			points = append(points, s.Path)
+		}
+	}
+	t.Grants = append(t.Grants, auth.Grant{Path: best.SharePath, Rights: rights(best.Prefix)})
+	slices.Sort(points)
+	for _, q := range slices.Compact(points) {
 		if q != best.Prefix && under(q, best.Prefix) {
 			rel := strings.Trim(path.Join(best.SharePath, strings.TrimPrefix(q, best.Prefix)), "/")
-			t.Grants = append(t.Grants, auth.Grant{Path: rel, Rights: auth.Effective(acls, subj, q)})
+			t.Grants = append(t.Grants, auth.Grant{Path: rel, Rights: rights(q)})
 		}
 	}
 	signed, err := auth.SignToken(c.keys.tokenKey, t)

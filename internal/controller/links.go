@@ -315,6 +315,14 @@ func (c *Controller) domainLink(ctx context.Context, p *peer, req *rpc.Request) 
 
 // storeLink writes a link and the trust set that follows from it.
 func (c *Controller) storeLink(ctx context.Context, l wire.DomainLink) error {
+	// A trusted issuer's principals are SUB@NAME: a domain linked under an
+	// issuer's name would share its principals (but for its own issuer).
+	if is, err := get[issuerRec](ctx, c.st, pfxIssuer+l.Name); err == nil && is.Issuer != "pando://"+l.Name {
+		return wire.Errorf(wire.CodeExist, "%s names a trusted token issuer (%s), whose principals are %s@%s; distrust it first (pando domain distrust-issuer %s) or ask the other domain to be known by its own name",
+			l.Name, is.Issuer, "SUB", l.Name, l.Name)
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
 	if err := put(ctx, c.st, pfxLink+l.Name, l); err != nil {
 		return err
 	}

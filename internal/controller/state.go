@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,6 +23,8 @@ const (
 	keyCACert   = "ca/cert"
 	keyCAKey    = "ca/key"
 	keyTokenKey = "token/key"
+	keyJWTKey   = "jwt/key"
+	pfxIssuer   = "issuer/"
 	pfxUser     = "user/"
 	pfxShare    = "share/"
 	pfxMount    = "mount/"
@@ -88,6 +92,8 @@ type keys struct {
 	ca       *auth.CA
 	tokenPub ed25519.PublicKey
 	tokenKey ed25519.PrivateKey
+	// jwtKey signs the domain's own bearer tokens (JWTs, ES256).
+	jwtKey *ecdsa.PrivateKey
 }
 
 // initDomain creates the domain on first start, or loads it. It returns
@@ -130,6 +136,14 @@ func initDomain(ctx context.Context, st store.Store, domain string) (*keys, bool
 	if err != nil {
 		return nil, false, err
 	}
+	jk, err := auth.NewJWTKey()
+	if err != nil {
+		return nil, false, err
+	}
+	jkDER, err := x509.MarshalPKCS8PrivateKey(jk)
+	if err != nil {
+		return nil, false, err
+	}
 	now := time.Now().UnixNano()
 	steps := []struct {
 		key string
@@ -138,6 +152,7 @@ func initDomain(ctx context.Context, st store.Store, domain string) (*keys, bool
 		{keyCACert, ca.CertPEM()},
 		{keyCAKey, caKey},
 		{keyTokenKey, []byte(priv)},
+		{keyJWTKey, jkDER},
 		{pfxUser + "admin", userRec{Name: "admin", Groups: []string{AdminGroup}, Created: now}},
 		{pfxACL + "/", []wire.ACLEntry{{Who: "group:" + AdminGroup, Rights: auth.All.String()}}},
 		{pfxACL + "/" + domain, []wire.ACLEntry{{Who: "anyone", Rights: auth.List.String()}}},
@@ -158,7 +173,7 @@ func initDomain(ctx context.Context, st store.Store, domain string) (*keys, bool
 		return nil, false, err
 	}
 	_ = st.Delete(ctx, keyCreating)
-	return &keys{domain: domain, ca: ca, tokenPub: pub, tokenKey: priv}, true, nil
+	return &keys{domain: domain, ca: ca, tokenPub: pub, tokenKey: priv, jwtKey: jk}, true, nil
 }
 
 // keyCreating marks a domain being created (the creator's start time).
@@ -226,7 +241,49 @@ func loadKeys(ctx context.Context, st store.Store, domain string) (*keys, error)
 		return nil, errors.New("the token key in the state directory is damaged")
 	}
 	priv := ed25519.PrivateKey(tk)
-	return &keys{domain: domain, ca: ca, tokenKey: priv, tokenPub: priv.Public().(ed25519.PublicKey)}, nil
+	jk, err := loadJWTKey(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return &keys{domain: domain, ca: ca, tokenKey: priv, tokenPub: priv.Public().(ed25519.PublicKey), jwtKey: jk}, nil
+}
+
+// makeJWTKey stores a new JWT key unless another controller stored one.
+func makeJWTKey(ctx context.Context, st store.Store) error {
+	k, err := auth.NewJWTKey()
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return err
+	}
+	if err := st.CompareAndSwap(ctx, keyJWTKey, nil, der); err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("storing the JWT key: %w", err)
+	}
+	return nil
+}
+
+// loadJWTKey loads the domain's JWT signing key, made now for a domain
+// created before there was one (the first controller to start makes it;
+// the others load that one).
+func loadJWTKey(ctx context.Context, st store.Store) (*ecdsa.PrivateKey, error) {
+	b, err := st.Get(ctx, keyJWTKey)
+	if errors.Is(err, store.ErrNotFound) {
+		if err := makeJWTKey(ctx, st); err != nil {
+			return nil, err
+		}
+		b, err = st.Get(ctx, keyJWTKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the JWT key: %w", err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(b)
+	ek, ok := k.(*ecdsa.PrivateKey)
+	if err != nil || !ok {
+		return nil, errors.New("the JWT key in the state directory is damaged")
+	}
+	return ek, nil
 }
 
 // loadACLs returns every ACL by prefix.

@@ -33,6 +33,12 @@ func (c *Controller) tokenCreate(ctx context.Context, p *peer, req *rpc.Request)
 	if err := req.Decode(&r); err != nil {
 		return rpc.Reply{}, err
 	}
+	if len(r.Scopes) > 0 {
+		return c.jwtCreate(ctx, p, &r)
+	}
+	if r.Audience != "" {
+		return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "an audience is for scoped tokens; give --scope too")
+	}
 	ttl := time.Duration(r.TTL)
 	switch {
 	case ttl == 0:

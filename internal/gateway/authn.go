@@ -25,6 +25,9 @@ import (
 //   - a sign-in token (pando token create) as "Authorization: Bearer
 //     TOKEN", which the controller checks (signin.go), only over TLS or
 //     on loopback with --insecure;
+//   - a JWT of the WLCG profile (pando token create --scope, or an issuer
+//     the domain trusts) as "Authorization: Bearer JWT", on the same
+//     terms: the request is served with the token's scopes (bearer.go);
 //   - HTTP Basic authentication with a user name and a password of the
 //     gateway's password file (only over TLS, or on loopback with
 //     --insecure), kept as PBKDF2-SHA256 hashes.
@@ -171,6 +174,12 @@ func (a *Authenticator) User(r *http.Request) (string, error) {
 		return id.Name, nil
 	}
 	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
+		if auth.LooksLikeJWT(h[7:]) {
+			if r.TLS == nil && !a.PlainOK {
+				return "", errors.New("bearer tokens are taken only over TLS")
+			}
+			return a.g.checkBearer(r.Context(), h[7:])
+		}
 		if r.TLS == nil && !a.PlainOK {
 			return "", errors.New("sign-in tokens are taken only over TLS")
 		}

@@ -148,7 +148,8 @@ func (e *env) startS3Buckets(t *testing.T, buckets string, clear bool) {
 }
 
 // curl runs curl with args (after the TLS and output options) as user
-// ("" for nobody, "pw:NAME" for a password), and returns the status, the
+// ("" for nobody, "pw:NAME" for a password, "bearer:TOKEN" for a bearer
+// token), and returns the status, the
 // body and the response headers.
 func (e *env) curl(t *testing.T, user string, args ...string) (int, string, string) {
 	t.Helper()
@@ -158,6 +159,8 @@ func (e *env) curl(t *testing.T, user string, args ...string) (int, string, stri
 	os.Remove(body)
 	a := []string{"-sS", "--path-as-is", "--cacert", e.cacert, "-D", hdr, "-o", body, "-w", "%{http_code}"}
 	switch {
+	case strings.HasPrefix(user, "bearer:"):
+		a = append(a, "-H", "Authorization: Bearer "+strings.TrimPrefix(user, "bearer:"))
 	case strings.HasPrefix(user, "pw:"):
 		u := strings.TrimPrefix(user, "pw:")
 		a = append(a, "-u", u+":"+u+"-secret-pw")

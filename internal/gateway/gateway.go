@@ -32,6 +32,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,11 +80,13 @@ type Gateway struct {
 	Counters web.Counters
 	NFS      nfs.Counters
 
-	signIns signIns
-	ctlMu   sync.Mutex
-	ctl     *client.Client // the gateway's own (control)
-	ctlPw   ctlPasswords
-	ctlKeys ctlS3Keys
+	signIns      signIns
+	bearerChecks signIns
+	bearers      map[string]bearerSession // by session name (bearer.go), under mu
+	ctlMu        sync.Mutex
+	ctl          *client.Client // the gateway's own (control)
+	ctlPw        ctlPasswords
+	ctlKeys      ctlS3Keys
 	// stopWatch ends followRevocations, which closes watched.
 	stopWatch func()
 	watched   chan struct{}
@@ -135,7 +138,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Cache.Dir, "put-spool"), 0o700); err != nil {
 		return nil, fmt.Errorf("the gateway's cache directory: %w", err)
 	}
-	g := &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS), closing: make(map[string]chan struct{})}
+	g := &Gateway{cfg: cfg, id: id, pool: pool, cert: cert, users: make(map[string]*userFS), closing: make(map[string]chan struct{}), bearers: make(map[string]bearerSession)}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stopWatch = cancel
 	g.watched = make(chan struct{})
@@ -234,11 +237,18 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 // acquire is Acquire, with the client and cache the gateway opened for
 // user beside the vfs over them.
 func (g *Gateway) acquire(ctx context.Context, user string) (*userFS, error) {
-	if err := auth.ValidName(user); err != nil {
-		return nil, fmt.Errorf("user name: %w", err)
-	}
+	opts := client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if strings.HasPrefix(user, bearerPrefix) {
+		b, ok := g.bearers[user]
+		if !ok {
+			return nil, errors.New("the gateway no longer holds this bearer token; send it again")
+		}
+		opts.ActFor, opts.Bearer, opts.BearerFor = "", b.token, b.principal
+	} else if err := auth.ValidName(user); err != nil {
+		return nil, fmt.Errorf("user name: %w", err)
+	}
 	for g.closing[user] != nil {
 		// Its cache is being closed: it is opened again once it is.
 		ch := g.closing[user]
@@ -262,7 +272,7 @@ func (g *Gateway) acquire(ctx context.Context, user string) (*userFS, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := private.Open(g.cfg.Client, client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}, ch, g.cfg.VFS, g.cfg.Log)
+	p, err := private.Open(g.cfg.Client, opts, ch, g.cfg.VFS, g.cfg.Log)
 	if err != nil {
 		return nil, err
 	}

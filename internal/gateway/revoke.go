@@ -59,16 +59,27 @@ func (g *Gateway) revoked(rev wire.Revocation) {
 	}
 	g.forgetCredentials()
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropLocked(name, rev.Principal)
+	for k, b := range g.bearers {
+		if b.user == name {
+			delete(g.bearers, k)
+			g.dropLocked(k, rev.Principal)
+		}
+	}
+}
+
+// dropLocked closes the file system served as name (a user, or a bearer
+// session of principal) and removes its cache.
+func (g *Gateway) dropLocked(name, principal string) {
 	u := g.users[name]
 	if u == nil {
-		g.mu.Unlock()
 		return
 	}
 	delete(g.users, name)
 	ch := make(chan struct{})
 	g.closing[name] = ch
-	g.mu.Unlock()
-	g.cfg.Log.Info("a user served here was revoked; their cache at the gateway is removed", "user", rev.Principal)
+	g.cfg.Log.Info("a user served here was revoked; their cache at the gateway is removed", "user", principal)
 	go func() {
 		u.Close()
 		_ = os.RemoveAll(filepath.Join(g.cfg.Cache.Dir, "users", name))
@@ -82,7 +93,7 @@ func (g *Gateway) revoked(rev wire.Revocation) {
 // forgetCredentials forgets every sign-in token, password and S3 key
 // checked lately: the next use asks the controller again.
 func (g *Gateway) forgetCredentials() {
-	for _, c := range []interface{ forget() }{&g.signIns, &g.ctlPw, &g.ctlKeys} {
+	for _, c := range []interface{ forget() }{&g.signIns, &g.bearerChecks, &g.ctlPw, &g.ctlKeys} {
 		c.forget()
 	}
 }

@@ -40,8 +40,25 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return g.signIns.check(raw, signInCheck, "the sign-in token was refused; make a new one with pando token create", func() (string, time.Time, error) {
+		cl, err := g.control()
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		r, err := cl.Admin().TokenCheck(ctx, raw)
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("checking the sign-in token with the controller: %w", err)
+		}
+		return r.User, time.Unix(0, r.Expires), nil
+	})
+}
+
+// check returns whom the credential raw names: as remembered, or as ask
+// (the controller) says, remembered then for keep at most and never past
+// the end ask gives. A refusal is remembered for 5 s, said again
+// as refused.
+func (s *signIns) check(raw []byte, keep time.Duration, refused string, ask func() (string, time.Time, error)) (string, error) {
 	sum := sha256.Sum256(raw)
-	s := &g.signIns
 	now := time.Now()
 	s.mu.Lock()
 	if e, ok := s.ok[sum]; ok && now.Before(e.until) {
@@ -50,14 +67,10 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 	}
 	if at, ok := s.bad[sum]; ok && now.Sub(at) < 5*time.Second {
 		s.mu.Unlock()
-		return "", errors.New("the sign-in token was refused; make a new one with pando token create")
+		return "", errors.New(refused)
 	}
 	s.mu.Unlock()
-	cl, err := g.control()
-	if err != nil {
-		return "", err
-	}
-	r, err := cl.Admin().TokenCheck(ctx, raw)
+	who, end, err := ask()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ok) > 10000 || len(s.bad) > 10000 {
@@ -76,14 +89,14 @@ func (g *Gateway) checkSignIn(ctx context.Context, tok string) (string, error) {
 				return "", errors.New(we.Message)
 			}
 		}
-		return "", fmt.Errorf("checking the sign-in token with the controller: %w", err)
+		return "", err
 	}
-	until := now.Add(signInCheck)
-	if end := time.Unix(0, r.Expires); end.Before(until) {
+	until := now.Add(keep)
+	if end.Before(until) {
 		until = end
 	}
-	s.ok[sum] = signIn{user: r.User, until: until}
-	return r.User, nil
+	s.ok[sum] = signIn{user: who, until: until}
+	return who, nil
 }
 
 // control is the gateway's own client, to ask the controller about

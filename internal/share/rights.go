@@ -46,11 +46,18 @@ func (s *Server) allowReached(req *rpc.Request, tok uint32, named, rel string, n
 	have := t.RightsAt(rel)
 	if !have.Has(need) {
 		missing := need &^ have
+		why := "ask an administrator of the domain (pando acl set)"
+		if sc := t.Scopes; sc != "" {
+			if len(sc) > 200 {
+				sc = sc[:200] + "..."
+			}
+			why = "its bearer token's scopes (" + sc + ") and the ACLs allow no more"
+		}
 		return nil, &wire.Error{
 			Code:    wire.CodeAccess,
 			Missing: missing.String(),
 			Paths:   paths,
-			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on " + where + "; domain " + s.cfg.Domain + " decided: ask an administrator of the domain (pando acl set)",
+			Message: t.Principal + " lacks the " + missing.Describe() + " right (" + missing.String() + ") on " + where + "; domain " + s.cfg.Domain + " decided: " + why,
 		}
 	}
 	// Whatever the session learns of rel from here on is under a read

@@ -168,7 +168,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.c.Unauthenticated.Add(1)
 		w.Header().Set("WWW-Authenticate", `Basic realm="pando `+s.realm+`", charset="UTF-8"`)
 		if errors.Is(err, ErrNoCredentials) {
-			s.fail(w, http.StatusUnauthorized, "sign in: present your pando user certificate, or a user name and password of this gateway")
+			s.fail(w, http.StatusUnauthorized, "sign in: present your pando user certificate, a bearer token (Authorization: Bearer), or a user name and password of this gateway")
 		} else {
 			s.fail(w, http.StatusUnauthorized, err.Error())
 		}

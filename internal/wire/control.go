@@ -21,6 +21,11 @@ type ResolveReq struct {
 	// domain's signed word on who it is and its groups
 	// (OpDomainAssert); the controller of the data decides with it.
 	Assertion []byte `cbor:"4,keyasint,omitempty"`
+	// Bearer is a JWT a gateway was given (a gateway only, without For):
+	// the controller verifies it again and signs a token for its
+	// principal with the rights its scopes cover (and, for a token of
+	// the domain's own, that the user's ACLs grant too).
+	Bearer string `cbor:"5,keyasint,omitempty"`
 }
 
 // ResolveResp maps a global path to a share. If the path is above every
@@ -279,8 +284,14 @@ type WhoAmIResp struct {
 // (a user): a bearer token that gateways take instead of a certificate or
 // a password, for TTL nanoseconds (0: the default, 8 hours; at most 30
 // days). It grants nothing at a share.
+//
+// With Scopes (storage.read:/uva/data and the like), the token is a JWT
+// of the WLCG profile instead (TokenCreateResp.JWT), signed by the
+// domain's JWT key for Audience ("": the domain's own, pando://DOMAIN).
 type TokenCreateReq struct {
-	TTL int64 `cbor:"1,keyasint,omitempty"`
+	TTL      int64    `cbor:"1,keyasint,omitempty"`
+	Scopes   []string `cbor:"2,keyasint,omitempty"`
+	Audience string   `cbor:"3,keyasint,omitempty"`
 }
 
 // TokenCreateResp is the sign-in token, and when it expires (unix
@@ -288,6 +299,54 @@ type TokenCreateReq struct {
 type TokenCreateResp struct {
 	Token   []byte `cbor:"1,keyasint"`
 	Expires int64  `cbor:"2,keyasint"`
+	JWT     string `cbor:"3,keyasint,omitempty"` // the JWT asked for with scopes (Token is then empty)
+}
+
+// BearerCheckReq asks the controller, for a gateway, whose JWT Token is.
+type BearerCheckReq struct {
+	Token string `cbor:"1,keyasint"`
+}
+
+// BearerCheckResp names the principal of a valid JWT (alice@uva for a
+// token of the domain's own, SUB@ISSUER for a trusted issuer's), the
+// home user it acts as ("" for another issuer's), its storage scopes
+// (global paths) and when it expires (unix nanoseconds).
+type BearerCheckResp struct {
+	Principal string   `cbor:"1,keyasint"`
+	User      string   `cbor:"2,keyasint,omitempty"`
+	Scopes    []string `cbor:"3,keyasint,omitempty"`
+	Expires   int64    `cbor:"4,keyasint"`
+}
+
+// IssuerInfo is an issuer of JWTs the domain trusts (pando domain
+// trust-issuer): its name in principals (SUB@NAME), its iss, the
+// audience its tokens must carry, the global path its scopes are
+// relative to, and its key set (JWKS JSON).
+type IssuerInfo struct {
+	Name     string `cbor:"1,keyasint"`
+	Issuer   string `cbor:"2,keyasint"`
+	Audience string `cbor:"3,keyasint"`
+	Base     string `cbor:"4,keyasint"`
+	JWKS     []byte `cbor:"5,keyasint"`
+	Added    int64  `cbor:"6,keyasint,omitempty"`
+}
+
+// IssuerListResp lists the issuers trusted, by name.
+type IssuerListResp struct {
+	Issuers []IssuerInfo `cbor:"1,keyasint"`
+}
+
+// IssuerDistrustReq ends the trust in an issuer, named by its name or iss.
+type IssuerDistrustReq struct {
+	Name string `cbor:"1,keyasint"`
+}
+
+// DomainJWKSResp is the domain's own issuer (iss), the audience its own
+// JWTs must carry, and the key set that verifies them.
+type DomainJWKSResp struct {
+	Issuer   string `cbor:"1,keyasint"`
+	Audience string `cbor:"2,keyasint"`
+	JWKS     []byte `cbor:"3,keyasint"`
 }
 
 // TokenCheckReq asks the controller, for a gateway, whose sign-in token

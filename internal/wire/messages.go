@@ -102,6 +102,13 @@ const (
 	OpPasswordCheck Op = 118 // UserPasswdReq -> Empty, gateways only
 	OpS3KeyCreate   Op = 119 // S3KeyReq (Name) -> S3KeyResp, the user or an administrator
 	OpS3KeyGet      Op = 120 // S3KeyReq (Access) -> S3KeyResp, gateways only
+
+	// Bearer tokens (JWTs of the WLCG profile) and the issuers trusted.
+	OpBearerCheck    Op = 130 // BearerCheckReq -> BearerCheckResp, gateways only
+	OpIssuerTrust    Op = 131 // IssuerInfo -> Empty, administrators only
+	OpIssuerList     Op = 132 // Empty -> IssuerListResp, administrators only
+	OpIssuerDistrust Op = 133 // IssuerDistrustReq -> Empty, administrators only
+	OpDomainJWKS     Op = 134 // Empty -> DomainJWKSResp, anyone of the domain
 )
 
 var opNames = map[Op]string{
@@ -119,6 +126,7 @@ var opNames = map[Op]string{
 	OpUserPasswd: "user-passwd", OpPasswordCheck: "password-check", OpS3KeyCreate: "s3-key-create", OpS3KeyGet: "s3-key-get",
 	OpDomainLink: "domain-link", OpDomainUnlink: "domain-unlink", OpDomainList: "domain-list", OpDomainHello: "domain-hello",
 	OpDomainInvite: "domain-invite", OpDomainJoin: "domain-join", OpDomainAssert: "domain-assert",
+	OpBearerCheck: "bearer-check", OpIssuerTrust: "issuer-trust", OpIssuerList: "issuer-list", OpIssuerDistrust: "issuer-distrust", OpDomainJWKS: "domain-jwks",
 }
 
 func (o Op) String() string {
@@ -136,7 +144,8 @@ func (o Op) Idempotent() bool {
 		OpGetXattr, OpListXattr,
 		OpSum, OpGetFile, OpPutFile, OpPush,
 		OpResolve, OpMountList, OpShareList, OpUserList, OpACLGet, OpWhoAmI, OpStatus, OpTokenCheck, OpPasswordCheck, OpS3KeyGet,
-		OpDomainList, OpDomainHello, OpDomainAssert:
+		OpDomainList, OpDomainHello, OpDomainAssert,
+		OpBearerCheck, OpIssuerList, OpDomainJWKS:
 		return true
 	}
 	return false
