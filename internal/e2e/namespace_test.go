@@ -5,15 +5,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// linkedPair starts domains uva and tacc, each with a share named data
+// (the names repeat), linked with the CLI (tacc admits uva's users, uva
+// none of tacc's), and a user alice of uva whom both ACLs let write in
+// data; it returns the domains and alice's configuration.
+func linkedPair(t *testing.T) (uva, tacc *domain, alice string) {
+	t.Helper()
+	uva, tacc = newDomain(t, "uva"), newDomain(t, "tacc")
+	uva.addShare("data")
+	tacc.addShare("data")
+	fpUva := strings.TrimSpace(uva.pando(uva.admin, "domain", "fingerprint").ok().stdout)
+	fpTacc := strings.TrimSpace(tacc.pando(tacc.admin, "domain", "fingerprint").ok().stdout)
+	tacc.pando(tacc.admin, "domain", "link", "uva", "--controller", uva.addr, "--fingerprint", fpUva).ok()
+	uva.pando(uva.admin, "domain", "link", "tacc", "--controller", tacc.addr, "--fingerprint", fpTacc, "--admit", "none").ok()
+	alice = uva.addUser("alice")
+	uva.pando(uva.admin, "acl", "set", "/uva/data", "alice", "write").ok()
+	tacc.pando(tacc.admin, "acl", "set", "/tacc/data", "alice@uva", "write").ok()
+	return uva, tacc, alice
+}
 
 // TestOneNamespace links two domains, uva and tacc, each a controller and
 // a share named data (the names repeat), with the CLI, and holds what one
@@ -27,15 +48,8 @@ import (
 // its bounds and tacc's cached file readable, marked stale; and, once
 // uva unlinks tacc, tacc gone from the CLI's and the mount's root.
 func TestOneNamespace(t *testing.T) {
-	uva, tacc := newDomain(t, "uva"), newDomain(t, "tacc")
-	uvaRoot, taccRoot := uva.addShare("data"), tacc.addShare("data")
-	fpUva := strings.TrimSpace(uva.pando(uva.admin, "domain", "fingerprint").ok().stdout)
-	fpTacc := strings.TrimSpace(tacc.pando(tacc.admin, "domain", "fingerprint").ok().stdout)
-	tacc.pando(tacc.admin, "domain", "link", "uva", "--controller", uva.addr, "--fingerprint", fpUva).ok()
-	uva.pando(uva.admin, "domain", "link", "tacc", "--controller", tacc.addr, "--fingerprint", fpTacc, "--admit", "none").ok()
-	alice := uva.addUser("alice")
-	uva.pando(uva.admin, "acl", "set", "/uva/data", "alice", "write").ok()
-	tacc.pando(tacc.admin, "acl", "set", "/tacc/data", "alice@uva", "write").ok()
+	uva, tacc, alice := linkedPair(t)
+	uvaRoot, taccRoot := uva.roots["data"], tacc.roots["data"]
 	hello := []byte("hello from tacc\n")
 	if err := os.WriteFile(filepath.Join(taccRoot, "hello.txt"), hello, 0o644); err != nil {
 		t.Fatal(err)
@@ -221,5 +235,102 @@ func TestOneNamespace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(a.dir, "tacc/data/hello.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("tacc's file through the mount after the unlink: %v, want not found", err)
+	}
+}
+
+// garbageAt listens on addr and answers every connection with bytes that
+// are no TLS (a frame header claiming 1 GiB, then noise), then holds it
+// open without a word more, until the test ends.
+func garbageAt(t *testing.T, addr string) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for range 50 { // the process that held the port is just gone
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go func() {
+				c.Write([]byte{0x16, 0x03, 0x01, 0xff, 0xff, 0x40, 0, 0, 0}) // a handshake record of 64 KiB, then a 1 GiB message
+				c.Write(bytes.Repeat([]byte{0x5a}, 1<<16))
+			}()
+		}
+	}()
+}
+
+// TestHostileLinkedDomain: tacc's controller and share are replaced, at
+// their addresses, by servers that send garbage and then hang. The home
+// namespace of uva's mount and CLI keeps answering at once; tacc's part
+// fails within seconds, and what the mount holds of tacc stays readable,
+// marked stale.
+func TestHostileLinkedDomain(t *testing.T) {
+	uva, tacc, alice := linkedPair(t)
+	uvaRoot, taccRoot := uva.roots["data"], tacc.roots["data"]
+	os.WriteFile(filepath.Join(taccRoot, "hello.txt"), []byte("hello from tacc\n"), 0o644)
+	os.WriteFile(filepath.Join(uvaRoot, "home.txt"), []byte("at home\n"), 0o644)
+	a := mountAgent(t, alice)
+	remoteFile := filepath.Join(a.dir, "tacc/data/hello.txt")
+	if b, err := os.ReadFile(remoteFile); err != nil || string(b) != "hello from tacc\n" {
+		t.Fatalf("reading tacc's file through the mount: %q, %v", b, err)
+	}
+
+	share := tacc.shares["data"]
+	m := regexp.MustCompile(`exporting \S+ on (\S+)`).FindStringSubmatch(share.output())
+	if m == nil {
+		t.Fatalf("no share address in %q", share.output())
+	}
+	for _, p := range []*proc{tacc.ctrl, share} {
+		p.stop(t)
+	}
+	garbageAt(t, tacc.addr)
+	garbageAt(t, m[1])
+
+	home := func(what string) {
+		t.Helper()
+		start := time.Now()
+		if b, err := os.ReadFile(filepath.Join(a.dir, "uva/data/home.txt")); err != nil || string(b) != "at home\n" {
+			t.Errorf("%s: the home file: %q, %v", what, b, err)
+		}
+		if _, err := os.ReadDir(filepath.Join(a.dir, "uva/data")); err != nil {
+			t.Errorf("%s: listing the home share: %v", what, err)
+		}
+		if err := os.WriteFile(filepath.Join(a.dir, "uva/data/w.txt"), []byte(what), 0o644); err != nil {
+			t.Errorf("%s: writing at home: %v", what, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s: the home namespace took %v", what, took)
+		}
+	}
+	home("tacc hostile")
+	time.Sleep(3500 * time.Millisecond) // past the mount's window: reads ask tacc again
+	start := time.Now()
+	if b, err := os.ReadFile(remoteFile); err != nil || string(b) != "hello from tacc\n" {
+		t.Errorf("tacc's cached file with tacc hostile: %q, %v; want it served stale", b, err)
+	}
+	if n, err := syscall.Getxattr(remoteFile, "user.pando.stale", make([]byte, 32)); err != nil || n == 0 {
+		t.Errorf("tacc's cached file is not marked stale: %v", err)
+	}
+	if _, err := os.ReadFile(filepath.Join(a.dir, "tacc/data/never-read.txt")); err == nil {
+		t.Error("a file of tacc never read was read with tacc hostile")
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("tacc's part took %v to answer (stale) or fail", took)
+	}
+	t.Logf("tacc's part answered in %v", time.Since(start))
+	home("after tacc's part failed")
+	if got := uva.pando(alice, "cat", "/uva/data/home.txt").ok().stdout; got != "at home\n" {
+		t.Errorf("pando cat of the home file with tacc hostile: %q", got)
 	}
 }
