@@ -39,12 +39,16 @@ func NewEnv(ctx context.Context) (*Env, error) { return NewEnvIn(ctx, "") }
 
 // NewEnvIn is NewEnv with the folder below base (e.g. /dev/shm, to keep
 // everything in memory).
-func NewEnvIn(ctx context.Context, base string) (*Env, error) {
+func NewEnvIn(ctx context.Context, base string) (*Env, error) { return NewDomainEnv(ctx, base, "bench") }
+
+// NewDomainEnv is NewEnvIn for a domain of another name (two linked
+// domains, say).
+func NewDomainEnv(ctx context.Context, base, domain string) (*Env, error) {
 	dir, err := os.MkdirTemp(base, "pando-bench-")
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Dir: dir, Domain: "bench"}
+	e := &Env{Dir: dir, Domain: domain}
 	e.closes = append(e.closes, func() { os.RemoveAll(dir) })
 	c, err := controller.Start(ctx, controller.Config{StateDir: filepath.Join(dir, "controller"), Domain: e.Domain, Listen: "127.0.0.1:0"})
 	if err != nil {

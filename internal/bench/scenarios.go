@@ -73,6 +73,7 @@ func Scenarios() []Scenario {
 		{"postmark", "PostMark-style transactions over small files (create, delete, read, append)", runPostmark},
 		{"gateways", "a large file read cold and warm and 10,000 x 4 KiB files written through the HTTP, WebDAV, S3, NFS and SMB gateways, beside the mount (passthrough) and rclone serve over the mount (TLS and clear); warm reads by curl, with CPU-s/GiB of the server and of curl", runGateways},
 		{"relay", "a large file read cold through the mount from a share served only through a relay (pando relay), beside the same read from a share reached directly, alternating, median of three", runRelay},
+		{"federation", "an agent of one domain walks a tree (2,000 files) and reads a large file cold at a linked domain's share behind the WAN emulator (40 ms), beside the same at its home share; the linked domain's read through a relay beside its direct read", runFederation},
 		{"bigdir", "ls -f and ls -l of 10,000, 100,000 and 1,000,000 entries through the mount beside the share's local directory; agent and share RSS after each", runBigdir},
 	}
 }
