@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,7 +28,8 @@ func newCpCmd(g *cli.Globals) *cobra.Command {
 		Use:   "cp [-r] [-p N] SRC... DST",
 		Short: "Copy files and trees at line rate: parallel, resumable, verified",
 		Long: `cp copies files and directory trees between local paths, pando paths
-(pando://<domain>/...) and web servers (http(s) URLs, as sources only).
+(pando://<domain>/..., of the home domain or a linked one) and web servers
+(http(s) URLs, as sources only).
 
 Large files move in blocks over -p parallel data streams per share, staged
 through a bounded ring of buffers so that disk and network stay busy at once.
@@ -76,23 +78,31 @@ summary.`,
 			cmd.SilenceUsage = true
 			var (
 				once sync.Once
-				c    *client.Client
-				cerr error
+				gr   *cli.Grid
+				gerr error
 			)
+			grid := func() (*cli.Grid, error) {
+				once.Do(func() { gr, gerr = g.Grid(client.Options{Streams: o.Streams, Protection: protection}) })
+				return gr, gerr
+			}
 			o.Grid = func() (*client.Client, error) {
-				once.Do(func() {
-					cfg, err := g.Config()
-					if err != nil {
-						cerr = err
-						return
-					}
-					c, cerr = client.New(cfg, client.Options{Streams: o.Streams, Protection: protection})
-				})
-				return c, cerr
+				gr, err := grid()
+				if err != nil {
+					return nil, err
+				}
+				return gr.Home, nil
+			}
+			// Each pando path goes to the client of its domain.
+			o.GridAt = func(ctx context.Context, gpath string) (*client.Client, error) {
+				gr, err := grid()
+				if err != nil {
+					return nil, err
+				}
+				return gr.ClientFor(ctx, gpath)
 			}
 			defer func() {
-				if c != nil {
-					c.Close()
+				if gr != nil {
+					gr.Close()
 				}
 			}()
 			ctx, cancel := g.Context(cmd.Context())

@@ -13,18 +13,26 @@ import (
 	"pando.dev/pando/internal/wire"
 )
 
-// withClient runs fn with a client and a context bounded by --timeout.
+// withClient runs fn with the home client and a context bounded by
+// --timeout.
 func withClient(g *cli.Globals, fn func(cmd *cobra.Command, c *client.Client, args []string) error) func(*cobra.Command, []string) error {
+	return withGrid(g, func(cmd *cobra.Command, gr *cli.Grid, args []string) error { return fn(cmd, gr.Home, args) })
+}
+
+// withGrid runs fn with the home client and the router that reaches the
+// linked domains (a command on grid paths takes the client of each path's
+// domain from it), and a context bounded by --timeout.
+func withGrid(g *cli.Globals, fn func(cmd *cobra.Command, gr *cli.Grid, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		c, err := g.Client()
+		gr, err := g.Grid(client.Options{})
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer gr.Close()
 		ctx, cancel := g.Context(cmd.Context())
 		defer cancel()
 		cmd.SetContext(ctx)
-		return fn(cmd, c, args)
+		return fn(cmd, gr, args)
 	}
 }
 
@@ -35,9 +43,9 @@ func newLsCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ls [-l] [PATH...]",
 		Short: "List directories of the namespace",
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, c *cli.Grid, args []string) error {
 			if len(args) == 0 {
-				args = []string{"/" + c.Domain()}
+				args = []string{"/" + c.Home.Domain()}
 			}
 			for i, p := range args {
 				a, err := c.Stat(cmd.Context(), p)
@@ -53,7 +61,7 @@ func newLsCmd(g *cli.Globals) *cobra.Command {
 				var entries []wire.DirEntry
 				dir := p
 				if cli.IsDir(a.Mode) || cli.IsLink(a.Mode) && strings.HasSuffix(p, "/") {
-					if entries, err = c.ReadDir(cmd.Context(), p); err != nil {
+					if entries, _, _, err = c.ReadDirData(cmd.Context(), p, 0, 0); err != nil {
 						return err
 					}
 				} else {
@@ -86,7 +94,7 @@ func newStatCmd(g *cli.Globals) *cobra.Command {
 		Use:   "stat PATH...",
 		Short: "Show a file's attributes",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, c *cli.Grid, args []string) error {
 			for _, p := range args {
 				a, err := c.Stat(cmd.Context(), p)
 				if err != nil {
@@ -105,8 +113,12 @@ func newCatCmd(g *cli.Globals) *cobra.Command {
 		Use:   "cat PATH...",
 		Short: "Write files to standard output",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, gr *cli.Grid, args []string) error {
 			for _, p := range args {
+				c, err := gr.ClientFor(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
 				f, err := c.Open(cmd.Context(), p, wire.OpenRead|wire.OpenFollow)
 				if err != nil {
 					return err
@@ -128,10 +140,14 @@ func newGetCmd(g *cli.Globals) *cobra.Command {
 		Use:   "get [-r] PATH [LOCAL]",
 		Short: "Copy a file (or tree) from the grid to a local path",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, gr *cli.Grid, args []string) error {
 			dst := "."
 			if len(args) == 2 {
 				dst = args[1]
+			}
+			c, err := gr.ClientFor(cmd.Context(), args[0])
+			if err != nil {
+				return err
 			}
 			return cli.Get(cmd.Context(), c, args[0], dst, recursive, progressOut())
 		}),
@@ -146,8 +162,12 @@ func newPutCmd(g *cli.Globals) *cobra.Command {
 		Use:   "put [-r] LOCAL... PATH",
 		Short: "Copy local files (or trees) into the grid",
 		Args:  cobra.MinimumNArgs(2),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, gr *cli.Grid, args []string) error {
 			dst := args[len(args)-1]
+			c, err := gr.ClientFor(cmd.Context(), dst)
+			if err != nil {
+				return err
+			}
 			for _, src := range args[:len(args)-1] {
 				if err := cli.Put(cmd.Context(), c, src, dst, recursive, progressOut()); err != nil {
 					return err
@@ -166,9 +186,12 @@ func newMkdirCmd(g *cli.Globals) *cobra.Command {
 		Use:   "mkdir [-p] PATH...",
 		Short: "Create directories",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, gr *cli.Grid, args []string) error {
 			for _, p := range args {
-				var err error
+				c, err := gr.ClientFor(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
 				if parents {
 					err = cli.MkdirAll(cmd.Context(), c, p, 0o755)
 				} else {
@@ -191,9 +214,12 @@ func newRmCmd(g *cli.Globals) *cobra.Command {
 		Use:   "rm [-r|-d] PATH...",
 		Short: "Remove files (and, with -r, directories with their contents)",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, gr *cli.Grid, args []string) error {
 			for _, p := range args {
-				var err error
+				c, err := gr.ClientFor(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
 				switch {
 				case recursive:
 					err = cli.RemoveAll(cmd.Context(), c, p)
@@ -220,7 +246,7 @@ func newMvCmd(g *cli.Globals) *cobra.Command {
 		Use:   "mv SRC DST",
 		Short: "Rename or move a file or directory within one mount",
 		Args:  cobra.ExactArgs(2),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, c *cli.Grid, args []string) error {
 			dst := args[1]
 			if a, err := c.Stat(cmd.Context(), dst); err == nil && cli.IsDir(a.Mode) {
 				dst = path.Join(dst, path.Base(args[0]))
@@ -238,7 +264,7 @@ func newLnCmd(g *cli.Globals) *cobra.Command {
 		Use:   "ln [-s] TARGET LINK",
 		Short: "Make a hard link (or with -s a symbolic link)",
 		Args:  cobra.ExactArgs(2),
-		RunE: withClient(g, func(cmd *cobra.Command, c *client.Client, args []string) error {
+		RunE: withGrid(g, func(cmd *cobra.Command, c *cli.Grid, args []string) error {
 			var err error
 			if symbolic {
 				_, err = c.Symlink(cmd.Context(), args[0], args[1])

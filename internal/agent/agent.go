@@ -1,5 +1,6 @@
-// Package agent runs the FUSE agent: one client, one block cache, one vfs
-// and its mount, plus a control socket in the cache directory through
+// Package agent runs the FUSE agent: one client (and one per linked
+// domain, under the federation.Router the vfs holds), one block cache,
+// one vfs and its mount, plus a control socket in the cache directory through
 // which `pando stats` and `pando cache` talk to the running agent, and,
 // with --logins, a login socket through which local users hand it their
 // credentials (`pando login`). Client is the other end of both sockets,
@@ -24,6 +25,7 @@ import (
 	"pando.dev/pando/internal/cache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/federation"
 	"pando.dev/pando/internal/metricsrv"
 	"pando.dev/pando/internal/mount"
 	"pando.dev/pando/internal/procs"
@@ -52,7 +54,7 @@ type Config struct {
 	// login; see login.go).
 	Logins bool
 	// WrapData, if set, wraps the data path the mount's vfs reads and
-	// writes files through (client.Data of the agent's client): a
+	// writes files through (the router over the agent's client): a
 	// decorator of remote.Data, e.g. one that counts or fails reads.
 	WrapData func(remote.Data) remote.Data
 }
@@ -61,6 +63,7 @@ type Config struct {
 type Agent struct {
 	cfg        Config
 	cl         *client.Client
+	rt         *federation.Router // the vfs's namespace: cl, and the linked domains' clients
 	cache      *cache.Cache
 	v          *vfs.FS
 	m          *mount.Mount
@@ -99,7 +102,8 @@ func Start(cfg Config) (*Agent, error) {
 	cfg.Cache.Log = cfg.Log
 	var sid [12]byte
 	_, _ = rand.Read(sid[:])
-	cl, err := client.New(cfg.Client, client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true, Log: cfg.Log})
+	copts := client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true, Log: cfg.Log}
+	cl, err := client.New(cfg.Client, copts)
 	if err != nil {
 		return nil, err
 	}
@@ -108,15 +112,15 @@ func Start(cfg Config) (*Agent, error) {
 		cl.Close()
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, cl: cl, cache: ch, start: time.Now()}
+	a := &Agent{cfg: cfg, cl: cl, rt: federation.ForClient(cl, copts), cache: ch, start: time.Now()}
 	if cfg.VFS.Log == nil {
 		cfg.VFS.Log = cfg.Log
 	}
-	data := client.Data(cl)
+	var data remote.Data = a.rt
 	if cfg.WrapData != nil {
 		data = cfg.WrapData(data)
 	}
-	a.v = vfs.New(cl, data, ch, cfg.VFS)
+	a.v = vfs.New(a.rt, data, ch, cfg.VFS)
 	// Consistency sessions first, so that the mount's first answers stay
 	// good; a share that does not answer soon is not waited for.
 	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -125,6 +129,7 @@ func Start(cfg Config) (*Agent, error) {
 	a.m, err = mount.Start(a.v, cfg.MountPoint, mount.Options{Log: cfg.Log, Debug: cfg.Debug, NoPassthrough: cfg.NoPassthrough, LendTo: cfg.LendTo, IDMap: cfg.IDMap, NonEmpty: cfg.NonEmpty, Logins: cfg.Logins})
 	if err != nil {
 		ch.Close()
+		a.rt.Close()
 		cl.Close()
 		return nil, err
 	}
@@ -135,6 +140,7 @@ func Start(cfg Config) (*Agent, error) {
 		if err := a.serveLogins(); err != nil {
 			a.m.Unmount()
 			ch.Close()
+			a.rt.Close()
 			cl.Close()
 			return nil, fmt.Errorf("the login socket (--logins): %w", err)
 		}
@@ -157,7 +163,8 @@ func (a *Agent) Mount() *mount.Mount { return a.m }
 func (a *Agent) FS() *vfs.FS { return a.v }
 
 // Client is the client the agent opened for its file system (RPC counts,
-// calls to the domain besides the file system).
+// calls to the domain besides the file system): the home domain's, under
+// the router that the vfs holds.
 func (a *Agent) Client() *client.Client { return a.cl }
 
 // Cache is the agent's block cache.
@@ -188,6 +195,7 @@ func (a *Agent) Close() error {
 		if cerr := a.cache.Close(); err == nil {
 			err = cerr
 		}
+		a.rt.Close()
 		a.cl.Close()
 	})
 	return err
@@ -267,7 +275,7 @@ func (a *Agent) Stats() Stats {
 	conflicts := a.v.Conflicts()
 	unsent := a.v.UnsentFiles()
 	return Stats{Staleness: stale, Shares: a.v.Shares(), Offline: o.Offline.String(), Delegations: dl, MountPoint: a.cfg.MountPoint, Consistency: o.Consistency.String(), WriteMode: o.Write.String(),
-		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.cl.Counts(), Cache: a.cache.Stats(),
+		Uptime: time.Since(a.start).Round(time.Second).String(), RPCs: a.rt.Counts(), Cache: a.cache.Stats(),
 		OpenFiles: a.m.OpenFiles(), Opens: a.m.Opens(), Unsent: len(unsent), UnsentFiles: unsent, MaxUnsent: a.v.MaxUnsent(), Conflicts: len(conflicts), ConflictList: conflicts,
 		Refused: a.v.Refusals(), RefusedLocal: a.m.Refused(), KernelLookups: a.m.KernelLookups(), Logins: a.Logins(), Controller: a.cl.ControllerStatus()}
 }

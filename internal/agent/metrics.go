@@ -57,7 +57,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	gauge(descInfo, 1, a.cfg.MountPoint, o.Consistency.String(), o.Write.String())
-	for op, n := range a.cl.Counts() {
+	for op, n := range a.rt.Counts() {
 		counter(metricsrv.RPCs, float64(n), op)
 	}
 	cs := a.cache.Stats()

@@ -324,7 +324,11 @@ func (g *Gateway) ACL(ctx context.Context, user, p string) (wire.ACLResp, error)
 		return wire.ACLResp{}, err
 	}
 	defer g.Release(user)
-	return u.Client().Admin().ACLGet(ctx, p)
+	c, err := u.Router().ClientFor(ctx, p) // the ACLs of a linked domain's path are its controller's
+	if err != nil {
+		return wire.ACLResp{}, err
+	}
+	return c.Admin().ACLGet(ctx, p)
 }
 
 // Status is what the web page's status shows to user: the gateway's
@@ -383,7 +387,7 @@ func (g *Gateway) Stats() Stats {
 	defer g.mu.Unlock()
 	s.Users = len(g.users)
 	for _, u := range g.users {
-		for k, n := range u.Client().Counts() {
+		for k, n := range u.Router().Counts() {
 			s.RPCs[k] += n
 		}
 		cs := u.cache.Stats()

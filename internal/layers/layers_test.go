@@ -21,6 +21,7 @@ var rank = map[string]int{
 	"internal/remote/memory": 2, "internal/remote/remotetest": 2, // an implementation, and the suite every one passes
 	"internal/transfer": 3, "internal/share": 3, "internal/controller": 3,
 	"internal/consistency": 3, // freshness rules the vfs asks; edges ask through the vfs
+	"internal/federation":  3, // one namespace over the home client and linked domains' clients
 	"internal/vfs":         4,
 	"internal/mount":       5, "internal/web": 5, "internal/nfs": 5, // edges
 	"internal/private": 5,                        // a vfs of its own (client, cache) for one user of an edge

@@ -1,5 +1,6 @@
 // Package private makes a vfs of its own for one person an edge serves
-// besides others: its own client (namespace and data path) and cache,
+// besides others: its own client (and the linked domains' clients, under
+// a federation.Router, the vfs's namespace and data path) and cache,
 // wired under the vfs as the agent wires its own.
 package private
 
@@ -9,6 +10,7 @@ import (
 	"pando.dev/pando/internal/blockcache"
 	"pando.dev/pando/internal/client"
 	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/federation"
 	"pando.dev/pando/internal/vfs"
 )
 
@@ -19,6 +21,7 @@ import (
 type Private struct {
 	*vfs.FS
 	cl  *client.Client
+	rt  *federation.Router
 	ch  blockcache.Cache
 	log *slog.Logger
 	// retried is closed when the retry of unsent data has stopped.
@@ -42,7 +45,8 @@ func Open(cfg *config.Config, copts client.Options, ch blockcache.Cache, vopts v
 		ch.Close()
 		return nil, err
 	}
-	p := &Private{FS: vfs.New(cl, client.Data(cl), ch, vopts), cl: cl, ch: ch, log: log, retried: make(chan struct{})}
+	rt := federation.ForClient(cl, copts)
+	p := &Private{FS: vfs.New(rt, rt, ch, vopts), cl: cl, rt: rt, ch: ch, log: log, retried: make(chan struct{})}
 	// Data a write could not send (its share away) is sent when it can
 	// be, or kept beside a file changed meanwhile.
 	go func() {
@@ -57,6 +61,10 @@ func Open(cfg *config.Config, copts client.Options, ch blockcache.Cache, vopts v
 // list of shares, RPC counts).
 func (p *Private) Client() *client.Client { return p.cl }
 
+// Router is the private namespace over the home client and the linked
+// domains' clients: for what a runner asks of a path of any domain.
+func (p *Private) Router() *federation.Router { return p.rt }
+
 // Close sends what write delegations keep back and closes the vfs, its
 // cache and its client.
 func (p *Private) Close() {
@@ -66,5 +74,6 @@ func (p *Private) Close() {
 	p.FS.Close()
 	<-p.retried
 	p.ch.Close()
+	p.rt.Close()
 	p.cl.Close()
 }

@@ -5,7 +5,9 @@
 // verify what it wrote, and journals every block the destination made
 // durable, so that a resumed copy moves only what is missing. Between two
 // pando paths the client asks the source share to push to the destination
-// share itself (a third-party copy), and moves no data.
+// share itself (a third-party copy), and moves no data; the two may lie
+// in two linked domains, each reached through its domain's client
+// (Options.GridAt).
 //
 // It ranks above client and cache, beside share and controller: the
 // client knows nothing of transfers (docs/layers.md).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,9 @@ type Options struct {
 	Checkpoint time.Duration
 	// Grid returns the client for pando:// paths (nil: none allowed).
 	Grid func() (*client.Client, error)
+	// GridAt, if set, returns the client of the domain a pando:// path
+	// lies in (the home client, or a linked domain's) in Grid's place.
+	GridAt func(ctx context.Context, gpath string) (*client.Client, error)
 	// ViaClient moves data between two pando paths through this client
 	// instead of share to share.
 	ViaClient bool
@@ -122,17 +126,24 @@ func (x *run) failFile(err error) {
 
 // endpoint parses a command-line location: pando://domain/path, an
 // http(s) URL, or a local path.
-func endpoint(o Options, s string) (Endpoint, string, error) {
+func endpoint(ctx context.Context, o Options, s string) (Endpoint, string, error) {
 	switch {
 	case strings.HasPrefix(s, "pando://"):
-		if o.Grid == nil {
+		gp := path.Clean(cleanGrid(s))
+		var c *client.Client
+		var err error
+		switch {
+		case o.GridAt != nil:
+			c, err = o.GridAt(ctx, gp)
+		case o.Grid != nil:
+			c, err = o.Grid()
+		default:
 			return nil, "", fmt.Errorf("%s: no pando client is configured", s)
 		}
-		c, err := o.Grid()
 		if err != nil {
 			return nil, "", err
 		}
-		return grid{c}, path.Clean(cleanGrid(s)), nil
+		return grid{c}, gp, nil
 	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
 		return newWeb(), s, nil
 	}
@@ -169,7 +180,7 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 	if o.Checkpoint <= 0 {
 		o.Checkpoint = time.Second
 	}
-	dep, dp, err := endpoint(o, dst)
+	dep, dp, err := endpoint(ctx, o, dst)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -193,7 +204,7 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 	start := time.Now()
 	var total Summary
 	for _, s := range srcs {
-		sep, sp, err := endpoint(o, s)
+		sep, sp, err := endpoint(ctx, o, s)
 		if err != nil {
 			return total, err
 		}
@@ -212,20 +223,22 @@ func Copy(ctx context.Context, srcs []string, dst string, o Options) (Summary, e
 			target = dep.Join(dp, baseOf(sp))
 		}
 		x := newRun(o, sep, dep)
-		var gc *client.Client
-		if g, ok := sep.(grid); ok {
-			gc = g.c
-		} else if g, ok := dep.(grid); ok {
-			gc = g.c
+		// The clients the data may pass through: one, or two when the
+		// paths lie in two domains.
+		var gcs []*client.Client
+		for _, e := range []Endpoint{sep, dep} {
+			if g, ok := e.(grid); ok && !slices.Contains(gcs, g.c) {
+				gcs = append(gcs, g.c)
+			}
 		}
-		var before int64
-		if gc != nil {
-			before = gc.DataBytes()
+		before := make([]int64, len(gcs))
+		for i, c := range gcs {
+			before[i] = c.DataBytes()
 		}
 		err = x.copyTop(ctx, sp, target, in, start)
 		add(&total, x.summary())
-		if gc != nil {
-			total.ClientData += gc.DataBytes() - before
+		for i, c := range gcs {
+			total.ClientData += c.DataBytes() - before[i]
 		}
 		total.ThirdParty = total.ThirdParty || x.third != nil
 		if err != nil {
@@ -329,8 +342,8 @@ func newRun(o Options, src, dst Endpoint) *run {
 		x.writers = net
 	}
 	if s, ok := src.(grid); ok && !o.ViaClient {
-		if _, ok := dst.(grid); ok {
-			x.third = &thirdParty{c: s.c, tokens: make(map[string]wire.ResolveResp)}
+		if d, ok := dst.(grid); ok {
+			x.third = &thirdParty{c: s.c, dc: d.c, tokens: make(map[string]wire.ResolveResp)}
 		}
 	}
 	x.nbuf = x.readers + x.writers + 4

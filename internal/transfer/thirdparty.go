@@ -13,13 +13,18 @@ import (
 // share to push to the destination share with a token delegated to it
 // (the user's rights, usable by that share only). The client creates the
 // partial file, steers ranges, journals what the destination synced, and
-// moves no data itself.
+// moves no data itself. The two paths may lie in two linked domains, each
+// reached through its domain's client: the destination's controller then
+// delegates its token to the source share named share@domain, and the
+// source share checks the destination share against the destination
+// domain's CA.
 
 // pushRange is the number of blocks one push request moves.
 const pushRange = 16
 
 type thirdParty struct {
-	c  *client.Client
+	c  *client.Client // the source's: it asks the source share to push
+	dc *client.Client // the destination's: it delegates the token (c, or a linked domain's)
 	mu sync.Mutex
 	// tokens delegated to a source share for a destination mount, by
 	// "share\x00prefix".
@@ -32,11 +37,15 @@ func (t *thirdParty) dest(ctx context.Context, sp, dp string) (wire.ResolveResp,
 	if err != nil {
 		return wire.ResolveResp{}, err
 	}
-	dst, err := t.c.Locate(ctx, dp)
+	dst, err := t.dc.Locate(ctx, dp)
 	if err != nil {
 		return wire.ResolveResp{}, err
 	}
-	key := src.Share + "\x00" + dst.Prefix
+	proxy := src.Share
+	if t.dc != t.c {
+		proxy += "@" + t.c.Domain()
+	}
+	key := proxy + "\x00" + dst.Prefix
 	t.mu.Lock()
 	r, ok := t.tokens[key]
 	t.mu.Unlock()
@@ -44,7 +53,7 @@ func (t *thirdParty) dest(ctx context.Context, sp, dp string) (wire.ResolveResp,
 	if ok && time.Until(time.Unix(0, r.Expires)) > time.Minute {
 		return r, nil
 	}
-	r, err = t.c.ResolveFor(ctx, dp, src.Share)
+	r, err = t.dc.ResolveFor(ctx, dp, proxy)
 	if err != nil {
 		return wire.ResolveResp{}, err
 	}
@@ -54,13 +63,21 @@ func (t *thirdParty) dest(ctx context.Context, sp, dp string) (wire.ResolveResp,
 	return r, nil
 }
 
+// destDomain is the destination's domain when it is not the source's.
+func (t *thirdParty) destDomain() string {
+	if t.dc == t.c {
+		return ""
+	}
+	return t.dc.Domain()
+}
+
 func (x *run) pushSmall(ctx context.Context, j job) error {
 	d, err := x.third.dest(ctx, j.sp, j.dp)
 	if err != nil {
 		return err
 	}
 	if _, err := x.third.c.Push(ctx, j.sp, wire.PushReq{Block: uint32(x.o.Block), Dest: d, DestPath: j.dp,
-		Whole: true, Mode: j.in.Mode & 0o777, Mtime: j.in.Mtime, Protection: x.third.c.Protection()}); err != nil {
+		Whole: true, Mode: j.in.Mode & 0o777, Mtime: j.in.Mtime, Protection: x.third.c.Protection(), DestDomain: x.third.destDomain()}); err != nil {
 		return err
 	}
 	x.moved.Add(j.in.Size)
@@ -128,7 +145,8 @@ func (x *run) pushPump(ctx context.Context, j job, jr *journal, part string) err
 					return
 				}
 				sums, err := x.third.c.Push(ctx, j.sp, wire.PushReq{Offset: off, Length: length, Block: uint32(jr.Block),
-					Dest: d, DestPath: part, Streams: x.o.Streams, Window: 4, Sync: !x.o.NoSync, Protection: x.third.c.Protection()})
+					Dest: d, DestPath: part, Streams: x.o.Streams, Window: 4, Sync: !x.o.NoSync, Protection: x.third.c.Protection(),
+					DestDomain: x.third.destDomain()})
 				if err == nil && len(sums) != r.n {
 					err = wire.Errorf(wire.CodeIO, "the source share pushed %d blocks of %d", len(sums), r.n)
 				}
