@@ -39,7 +39,9 @@ func NewEnv(ctx context.Context) (*Env, error) { return NewEnvIn(ctx, "") }
 
 // NewEnvIn is NewEnv with the folder below base (e.g. /dev/shm, to keep
 // everything in memory).
-func NewEnvIn(ctx context.Context, base string) (*Env, error) { return NewDomainEnv(ctx, base, "bench") }
+func NewEnvIn(ctx context.Context, base string) (*Env, error) {
+	return NewDomainEnv(ctx, base, "bench")
+}
 
 // NewDomainEnv is NewEnvIn for a domain of another name (two linked
 // domains, say).
