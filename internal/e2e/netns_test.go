@@ -124,6 +124,7 @@ func TestDomainsAcrossNetworks(t *testing.T) {
 		t.Errorf("pando domain ls at uva:\n%s", ls)
 	}
 	tacc.inSite(tacc.admin, "acl", "set", "/tacc/data", "group:physics@uva", "rlidw").ok()
+	uva.inSite(uva.admin, "acl", "set", "/uva/home", "alice", "rlidw").ok()
 
 	// The CLI.
 	if out := uva.inSite(alice, "cat", "/tacc/data/hello.txt").ok().stdout; out != "hello from tacc\n" {
@@ -133,10 +134,36 @@ func TestDomainsAcrossNetworks(t *testing.T) {
 		t.Errorf("pando ls / at uva shows %q", out)
 	}
 	// pando cp, both ways.
-	uva.inSite(alice, "cp", "/tacc/data/big.bin", "/uva/home/big.bin").ok()
+	uva.inSite(alice, "cp", "pando://tacc/data/big.bin", "pando://uva/home/big.bin").ok()
 	testenv.SameFile(t, big, filepath.Join(uvaRoot, "big.bin"))
-	uva.inSite(alice, "cp", "/uva/home/big.bin", "/tacc/data/back.bin").ok()
+	uva.inSite(alice, "cp", "pando://uva/home/big.bin", "pando://tacc/data/back.bin").ok()
 	testenv.SameFile(t, big, filepath.Join(taccRoot, "back.bin"))
+
+	// A gateway of uva, in uva's site: alice reads and writes tacc's share over HTTPS.
+	web := filepath.Join(uva.dir, "web.json")
+	uva.inSite(uva.admin, "user", "add", "web", "--gateway", "-o", web).ok()
+	pw := filepath.Join(uva.dir, "passwd")
+	runPandoIn(t, sites["uva"].nsenter(), time.Minute, "alice-password\n", web, "serve", "passwd", "--passwords", pw, "alice").ok()
+	_, m := startIn(t, sites["uva"].nsenter(), `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "http",
+		"--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(uva.dir, "gwcache"), "--passwords", pw)
+	curl := func(args ...string) string {
+		argv := append(sites["uva"].nsenter(), append([]string{"curl", "-sS", "--cacert", m[2], "-u", "alice:alice-password", "-w", "%{http_code}"}, args...)...)
+		out, _ := exec.Command(argv[0], argv[1:]...).Output()
+		return string(out)
+	}
+	if out := curl(m[1] + "/tacc/data/hello.txt"); out != "hello from tacc\n200" {
+		t.Errorf("GET of tacc's file through uva's gateway: %q", out)
+	}
+	src := filepath.Join(uva.dir, "gw.txt")
+	if err := os.WriteFile(src, []byte("through uva's gateway\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := curl("-o", "/dev/null", "-T", src, m[1]+"/tacc/data/gw.txt"); out != "201" {
+		t.Errorf("PUT to tacc through uva's gateway: %s", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(taccRoot, "gw.txt")); err != nil || string(b) != "through uva's gateway\n" {
+		t.Errorf("tacc's share after the gateway's PUT: %q %v", b, err)
+	}
 
 	// The mount, in uva's site.
 	mnt, cache := filepath.Join(uva.dir, "mnt"), filepath.Join(uva.dir, "cache")
@@ -202,11 +229,15 @@ func TestDomainsAcrossNetworks(t *testing.T) {
 	thaw()
 
 	// A negative entry for alice wins over her group's grant; tacc decides.
-	tacc.inSite(tacc.admin, "acl", "set", "/tacc/data", "--", "-alice@uva", "w").ok()
+	tacc.inSite(tacc.admin, "acl", "set", "/tacc/data", "-alice@uva", "w").ok()
 	before := snap.Take(t, taccRoot)
-	uva.inSite(alice, "put", "-", "/tacc/data/hello.txt").fails(1, "alice@uva", "write right (w)", "domain tacc decided")
+	over := filepath.Join(uva.dir, "over.txt")
+	if err := os.WriteFile(over, []byte("overwritten"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uva.inSite(alice, "put", over, "/tacc/data/hello.txt").fails(4, "alice@uva", "write right (w)", "domain tacc decided")
 	snap.Same(t, "tacc's share after a refused write", before, snap.Take(t, taccRoot))
 
 	// uva admits none of tacc's users.
-	tacc.inSite(bob, "ls", "/uva/home").fails(1, "admits no principal of tacc", "domain uva decided")
+	tacc.inSite(bob, "ls", "/uva/home").fails(4, "admits no principal of tacc", "domain uva decided")
 }
