@@ -75,6 +75,7 @@ func (f *mountFlags) config(g *cli.Globals, mountPoint string) (agent.Config, er
 	if cfg.Client, err = g.Config(); err != nil {
 		return cfg, err
 	}
+	cfg.CertRenewed = g.KeepCert(cfg.Client)
 	cfg.Cache.Dir = f.cacheDir
 	if f.cacheSize != "auto" {
 		if cfg.Cache.DiskBytes, err = cli.ParseSize(f.cacheSize); err != nil {

@@ -63,6 +63,7 @@ administrator, whose credentials it writes to STATE/admin.json.`,
 	cmd.Flags().StringVar(&cfg.Advertise, "advertise", "", "address clients dial (default: the listen address)")
 	cmd.Flags().StringVar(&cfg.Relay, "relay", "", "be served through the relay at HOST:PORT (pando relay), dialling out to it; without --listen the controller opens no port (the relay must trust the domain's CA: start once without it to create the domain)")
 	cmd.Flags().DurationVar(&cfg.TokenTTL, "token-ttl", 10*time.Minute, "lifetime of the access tokens the controller signs")
+	cmd.Flags().DurationVar(&cfg.CertTTL, "cert-ttl", 2*365*24*time.Hour, "lifetime of the certificates of users and gateways (long-running clients renew theirs when a third is left)")
 	cmd.Flags().StringVar(&cfg.Store, "store", "", "where the domain is kept: etcd://HOST:2379,HOST:2379 (shared by several controllers), or bbolt in --state (the default)")
 	addEtcdFlags(cmd, &cfg.Etcd)
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics (controllers, store members, shares) on this address")

@@ -35,12 +35,15 @@ import (
 
 // Config configures an agent.
 type Config struct {
-	Client     *config.Config
-	MountPoint string
-	Cache      cache.Options
-	VFS        vfs.Options
-	Log        *slog.Logger
-	Debug      bool
+	Client *config.Config
+	// CertRenewed keeps the certificate the agent's client renews (see
+	// client.Options.CertRenewed).
+	CertRenewed func(cert, key []byte)
+	MountPoint  string
+	Cache       cache.Options
+	VFS         vfs.Options
+	Log         *slog.Logger
+	Debug       bool
 	// Streams is the number of data channels per share (default 2).
 	Streams int
 	// NoPassthrough: see mount.Options.
@@ -102,7 +105,7 @@ func Start(cfg Config) (*Agent, error) {
 	cfg.Cache.Log = cfg.Log
 	var sid [12]byte
 	_, _ = rand.Read(sid[:])
-	copts := client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true, Log: cfg.Log}
+	copts := client.Options{Streams: cfg.Streams, Session: hex.EncodeToString(sid[:]), EarlyData: true, KeepFresh: true, Log: cfg.Log, CertRenewed: cfg.CertRenewed}
 	cl, err := client.New(cfg.Client, copts)
 	if err != nil {
 		return nil, err

@@ -107,6 +107,10 @@ func (ca *CA) KeyPEM() ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: b}), nil
 }
 
+// Backdate is how long before its issue a certificate is valid from, for
+// clocks that run behind.
+const Backdate = time.Hour
+
 // Issue signs a certificate for id and pub; hosts (DNS names or IPs) become
 // SANs for servers. It returns the PEM and the serial in hex.
 func (ca *CA) Issue(id Identity, pub crypto.PublicKey, ttl time.Duration, hosts []string) ([]byte, string, error) {
@@ -125,7 +129,7 @@ func (ca *CA) Issue(id Identity, pub crypto.PublicKey, ttl time.Duration, hosts 
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: id.String(), Organization: []string{id.Domain}},
-		NotBefore:    now.Add(-time.Hour),
+		NotBefore:    now.Add(-Backdate),
 		NotAfter:     now.Add(ttl),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},

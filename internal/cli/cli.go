@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,6 +39,30 @@ func (g *Globals) Logger() *slog.Logger {
 
 // Config loads the client configuration.
 func (g *Globals) Config() (*config.Config, error) { return config.Load(g.ConfigPath) }
+
+// KeepCert returns what a long-running command does with a certificate
+// its client renewed: write it, with its key, back to the configuration
+// file cfg was loaded from (the renewal lives on after a restart). A file
+// that cannot be written is said in a warning; the new certificate serves
+// in memory meanwhile.
+func (g *Globals) KeepCert(cfg *config.Config) func(cert, key []byte) {
+	path := g.ConfigPath
+	if path == "" {
+		path = config.DefaultPath()
+	}
+	var mu sync.Mutex
+	return func(cert, key []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		next := *cfg
+		next.Cert, next.Key = string(cert), string(key)
+		if err := next.Save(path); err != nil {
+			g.Logger().Warn("the renewed certificate could not be written to the configuration; it serves until this process ends", "config", path, "err", err)
+			return
+		}
+		g.Logger().Info("certificate renewed and written to the configuration", "config", path)
+	}
+}
 
 // Client loads the configuration and makes a client.
 func (g *Globals) Client() (*client.Client, error) {

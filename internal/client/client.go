@@ -53,6 +53,12 @@ type Options struct {
 	// Log, if set, gets one line when a share goes down and one when it
 	// comes back (unless a health hook takes them, see SetHealthHook).
 	Log *slog.Logger
+	// CertRenewed, if set, is called with the new certificate and key
+	// (PEM) each time a KeepFresh client renews its certificate, to keep
+	// them (an agent writes them back to its configuration file).
+	CertRenewed func(cert, key []byte)
+
+	peerOf *peerOf // a linked domain's client (Peer)
 }
 
 // Client talks to one domain's controller and its shares.
@@ -60,7 +66,7 @@ type Client struct {
 	cfg     *config.Config
 	opts    Options
 	ctrlTLS *tls.Config
-	cert    tls.Certificate
+	cert    atomic.Pointer[tls.Certificate] // presented to every server; renewed in place (renewCert)
 
 	addrs  []string // the controllers' addresses
 	health health
@@ -146,14 +152,31 @@ func New(cfg *config.Config, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cfg: cfg, opts: opts, ctrlTLS: ctrlTLS, cert: cert, addrs: cfg.ControllerAddrs(), done: make(chan struct{}),
+		cfg: cfg, opts: opts, ctrlTLS: ctrlTLS, addrs: cfg.ControllerAddrs(), done: make(chan struct{}),
 		targets: make(map[string]*target), renewing: make(map[string]bool), shares: make(map[string]*shareConn),
 	}
+	c.peer = opts.peerOf
+	c.cert.Store(&cert)
+	c.presentCert(ctrlTLS)
 	if opts.KeepFresh {
 		go c.keepFresh()
 		go c.followMounts()
+		go c.renewCert()
 	}
 	return c, nil
+}
+
+// presentCert has conf present the client's certificate as it is at each
+// handshake (a renewed one once renewed; a linked domain's client, its
+// home client's), whatever CAs the server names.
+func (c *Client) presentCert(conf *tls.Config) {
+	conf.Certificates = nil
+	conf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if c.peer != nil {
+			return c.peer.home.cert.Load(), nil
+		}
+		return c.cert.Load(), nil
+	}
 }
 
 // Domain is the client's home domain.

@@ -53,11 +53,11 @@ func (c *Client) Peer(link wire.DomainLink, opts Options) (*Client, error) {
 	cfg := &config.Config{Domain: link.Name, Controller: link.Controllers[0], Controllers: link.Controllers[1:],
 		User: c.cfg.User, CA: string(link.CA), Cert: c.cfg.Cert, Key: c.cfg.Key}
 	opts.ActFor = c.opts.ActFor
+	opts.peerOf = &peerOf{home: c, domain: link.Name}
 	p, err := New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("linked domain %s: %w", link.Name, err)
 	}
-	p.peer = &peerOf{home: c, domain: link.Name}
 	return p, nil
 }
 

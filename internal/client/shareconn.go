@@ -75,6 +75,7 @@ func (s *shareConn) dial(ctx context.Context, t *target, channel byte) (*rpc.Con
 	if err != nil {
 		return nil, err
 	}
+	s.c.presentCert(conf)
 	// A frozen share accepts TCP connections (its kernel does) but
 	// never answers the TLS handshake: the dial is bounded.
 	bound := s.handshakeBound()

@@ -33,7 +33,7 @@ var changes = map[wire.Op]bool{
 	wire.OpUserAdd:      true, wire.OpUserRevoke: true, wire.OpUserPasswd: true, wire.OpACLSet: true,
 	wire.OpMountAdd: true, wire.OpMountRemove: true, wire.OpShareRegister: true, wire.OpTokenCreate: true,
 	wire.OpDomainLink: true, wire.OpDomainUnlink: true, wire.OpDomainInvite: true, wire.OpDomainJoin: true,
-	wire.OpIssuerTrust: true, wire.OpIssuerDistrust: true,
+	wire.OpIssuerTrust: true, wire.OpIssuerDistrust: true, wire.OpCertRenew: true,
 }
 
 // refusal reports whether err refuses a principal (rather than failing

@@ -98,6 +98,8 @@ func (c *Controller) serve(ctx context.Context, p *peer, req *rpc.Request) (rpc.
 		return c.domainJoin(ctx, p, req)
 	case wire.OpDomainAssert:
 		return c.domainAssert(ctx, p, req)
+	case wire.OpCertRenew:
+		return c.certRenew(ctx, p, req)
 	case wire.OpBearerCheck:
 		return c.bearerCheck(ctx, p, req)
 	case wire.OpIssuerTrust:

@@ -39,7 +39,10 @@ type Config struct {
 	// (default: the listen address).
 	Advertise string
 	TokenTTL  time.Duration // default 10 minutes
-	Log       *slog.Logger
+	// CertTTL is how long the certificates of users and gateways last
+	// (default 2 years); clients renew theirs when a third is left.
+	CertTTL time.Duration
+	Log     *slog.Logger
 	// Store names the store: "" for bbolt in StateDir, or
 	// "etcd://HOST:PORT,..." (see OpenStore), shared by every controller
 	// of the domain.
@@ -89,6 +92,9 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = 10 * time.Minute
+	}
+	if cfg.CertTTL <= 0 {
+		cfg.CertTTL = 2 * 365 * 24 * time.Hour
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cannot create the state directory: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"pando.dev/pando/internal/auth"
@@ -75,7 +76,7 @@ func (c *Controller) issueUser(ctx context.Context, name string, groups []string
 		if rec.Gateway {
 			id.Role = auth.RoleGateway
 		}
-		cert, serial, err := c.keys.ca.Issue(id, key.Public(), 2*365*24*time.Hour, nil)
+		cert, serial, err := c.keys.ca.Issue(id, key.Public(), c.cfg.CertTTL, nil)
 		if err != nil {
 			return wire.UserAddResp{}, err
 		}
@@ -161,4 +162,55 @@ func (c *Controller) userRevoke(ctx context.Context, p *peer, req *rpc.Request) 
 		return rpc.Reply{}, err
 	}
 	return rpc.Reply{}, nil
+}
+
+// certRenew issues the caller a new certificate of its identity for the
+// key of its certificate request: a user or gateway of this domain, known
+// and not revoked (the connection's certificate proves who it is).
+func (c *Controller) certRenew(ctx context.Context, p *peer, req *rpc.Request) (rpc.Reply, error) {
+	var r wire.CertRenewReq
+	if err := req.Decode(&r); err != nil {
+		return rpc.Reply{}, err
+	}
+	if p.id.Domain != c.keys.domain || (p.id.Role != auth.RoleUser && p.id.Role != auth.RoleGateway) {
+		return rpc.Reply{}, wire.Errorf(wire.CodeAccess, "%s may not renew a certificate here: only users and gateways of %s renew theirs", p.id, c.keys.domain)
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := c.st.Get(ctx, pfxUser+p.id.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return rpc.Reply{}, err
+		}
+		var rec userRec
+		if old == nil || wire.Unmarshal(old, &rec) != nil || rec.Gateway != (p.id.Role == auth.RoleGateway) {
+			return rpc.Reply{}, wire.Errorf(wire.CodeNotRegistered, "%s is not known to the controller", p.id)
+		}
+		if rec.Revoked != 0 || !slices.Contains(rec.Serials, p.serial) {
+			return rpc.Reply{}, wire.Errorf(wire.CodeTokenRevoked, "the credentials of %s have been revoked", p.id)
+		}
+		cert, serial, err := c.keys.ca.IssueCSR(p.id, r.CSR, c.cfg.CertTTL, nil)
+		if err != nil {
+			return rpc.Reply{}, wire.Errorf(wire.CodeInvalid, "the certificate request was refused: %v", err)
+		}
+		// Every certificate issued stays valid until it expires or the
+		// user is revoked: clients of one user (an agent, a login, a
+		// transfer) renew each their own.
+		rec.Serials = append(rec.Serials, serial)
+		val, err := wire.Marshal(rec)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		err = c.st.CompareAndSwap(ctx, pfxUser+p.id.Name, old, val)
+		if errors.Is(err, store.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		leaf, err := auth.ParseCertPEM(cert)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		c.log.Info("certificate renewed", "principal", p.id.String(), "expires", leaf.NotAfter)
+		return rpc.Reply{Msg: wire.CertRenewResp{Cert: cert, Expires: leaf.NotAfter.UnixNano()}}, nil
+	}
 }

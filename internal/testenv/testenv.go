@@ -39,11 +39,18 @@ type Domain struct {
 }
 
 // New starts a controller for domain name in a temporary directory.
-func New(tb testing.TB, name string) *Domain {
+func New(tb testing.TB, name string) *Domain { return NewWith(tb, name, nil) }
+
+// NewWith is New with the controller's configuration changed by set (nil:
+// none), e.g. its tokens' or certificates' lifetimes.
+func NewWith(tb testing.TB, name string, set func(*controller.Config)) *Domain {
 	tb.Helper()
 	dir := tb.TempDir()
-	ctrl, err := controller.Start(context.Background(), controller.Config{
-		StateDir: filepath.Join(dir, "controller"), Domain: name, Listen: "127.0.0.1:0"})
+	ccfg := controller.Config{StateDir: filepath.Join(dir, "controller"), Domain: name, Listen: "127.0.0.1:0"}
+	if set != nil {
+		set(&ccfg)
+	}
+	ctrl, err := controller.Start(context.Background(), ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

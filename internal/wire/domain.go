@@ -141,3 +141,20 @@ type TrustedDomain struct {
 	Name string `cbor:"1,keyasint"`
 	CA   []byte `cbor:"2,keyasint"`
 }
+
+// OpCertRenew issues the caller (a user or gateway of the domain, not
+// revoked) a new certificate of its identity for the key of a certificate
+// request, before the one it holds expires: CertRenewReq ->
+// CertRenewResp.
+const OpCertRenew Op = 128
+
+// CertRenewReq carries a PEM certificate request for the new key.
+type CertRenewReq struct {
+	CSR []byte `cbor:"1,keyasint"`
+}
+
+// CertRenewResp is the new certificate (PEM) and when it expires (unix ns).
+type CertRenewResp struct {
+	Cert    []byte `cbor:"1,keyasint"`
+	Expires int64  `cbor:"2,keyasint"`
+}

@@ -81,6 +81,7 @@ var messages = map[Op]struct{ req, resp func() any }{
 	OpDomainInvite:   {func() any { return &DomainInviteReq{} }, func() any { return &DomainInviteResp{} }},
 	OpDomainJoin:     {func() any { return &DomainJoinReq{} }, func() any { return &DomainHello{} }},
 	OpDomainAssert:   {func() any { return &DomainAssertReq{} }, func() any { return &DomainAssertResp{} }},
+	OpCertRenew:      {func() any { return &CertRenewReq{} }, func() any { return &CertRenewResp{} }},
 	OpBearerCheck:    {func() any { return &BearerCheckReq{} }, func() any { return &BearerCheckResp{} }},
 	OpIssuerTrust:    {func() any { return &IssuerInfo{} }, func() any { return &Empty{} }},
 	OpIssuerList:     {func() any { return &Empty{} }, func() any { return &IssuerListResp{} }},

@@ -125,7 +125,7 @@ var opNames = map[Op]string{
 	OpTokenCreate: "token-create", OpTokenCheck: "token-check",
 	OpUserPasswd: "user-passwd", OpPasswordCheck: "password-check", OpS3KeyCreate: "s3-key-create", OpS3KeyGet: "s3-key-get",
 	OpDomainLink: "domain-link", OpDomainUnlink: "domain-unlink", OpDomainList: "domain-list", OpDomainHello: "domain-hello",
-	OpDomainInvite: "domain-invite", OpDomainJoin: "domain-join", OpDomainAssert: "domain-assert",
+	OpDomainInvite: "domain-invite", OpDomainJoin: "domain-join", OpDomainAssert: "domain-assert", OpCertRenew: "cert-renew",
 	OpBearerCheck: "bearer-check", OpIssuerTrust: "issuer-trust", OpIssuerList: "issuer-list", OpIssuerDistrust: "issuer-distrust", OpDomainJWKS: "domain-jwks",
 }
 
