@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"pando.dev/pando/internal/config"
+	"pando.dev/pando/internal/holder"
 	"pando.dev/pando/internal/testenv"
 	"pando.dev/pando/internal/testenv/snap"
 )
@@ -240,4 +242,61 @@ func TestDomainsAcrossNetworks(t *testing.T) {
 
 	// uva admits none of tacc's users.
 	tacc.inSite(bob, "ls", "/uva/home").fails(4, "admits no principal of tacc", "domain uva decided")
+}
+
+// TestDomainBehindRelayAcrossNetworks: a third domain, nat, whose
+// controller and share open no port and dial out to a relay at a site of
+// its own; uva, at another site, links nat at the relay's address, and
+// alice of uva reads nat's share through the relay, with the CLI and her
+// mount.
+func TestDomainBehindRelayAcrossNetworks(t *testing.T) {
+	sites := newSites(t, "uva", "relay", "nat")
+	uva := newDomainAt(t, sites["uva"], "uva")
+	uva.addShare("home")
+	alice := uva.addUser("alice", "physics")
+	nat := newDomainAt(t, sites["nat"], "nat") // a first start makes the domain and its CA
+	admin, err := config.Load(nat.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(nat.dir, "nat-ca.pem")
+	if err := os.WriteFile(caFile, []byte(admin.CA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, m := startIn(t, sites["relay"].nsenter(), `relay for domains \S+ listening on (\S+)`, nil, "relay", "--listen", sites["relay"].addr+":0", "--ca", caFile)
+	relayAddr := m[1]
+	nat.ctrl.stop(t)
+	cp, m := startIn(t, sites["nat"].nsenter(), `listening on (\S+)`, nil, "controller", "--state", filepath.Join(nat.dir, "controller"), "--relay", relayAddr)
+	natCtrl := m[1]
+	root := filepath.Join(nat.dir, "export-data")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := startIn(t, sites["nat"].nsenter(), `share \S+ exporting`, nil, "share", "--config", nat.admin, "--root", root, "--name", "data",
+		"--relay", relayAddr, "--state", filepath.Join(nat.dir, "share-state"))
+	for _, p := range []*proc{cp, sp} {
+		if ports, sockets := holder.Listens(p.cmd.Process.Pid); len(ports) != 0 || sockets == 0 {
+			t.Fatalf("pando %s listens on ports %v (of %d sockets); through a relay it should open none", p.cmd.Args[1], ports, sockets)
+		}
+	}
+	nat.inSite(nat.admin, "ns", "mount", "/nat/data", "data").ok()
+	if err := os.WriteFile(filepath.Join(root, "f"), []byte("behind the firewall\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fpNat := strings.TrimSpace(nat.inSite(nat.admin, "domain", "fingerprint").ok().stdout)
+	fpUva := strings.TrimSpace(uva.inSite(uva.admin, "domain", "fingerprint").ok().stdout)
+	nat.inSite(nat.admin, "domain", "link", "uva", "--controller", uva.addr, "--fingerprint", fpUva).ok()
+	uva.inSite(uva.admin, "domain", "link", "nat", "--controller", natCtrl, "--fingerprint", fpNat, "--admit", "none").ok()
+	nat.inSite(nat.admin, "acl", "set", "/nat/data", "group:physics@uva", "rl").ok()
+	if out := uva.inSite(alice, "cat", "/nat/data/f").ok().stdout; out != "behind the firewall\n" {
+		t.Fatalf("alice@uva's read through the relay: %q", out)
+	}
+	mnt := filepath.Join(uva.dir, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startIn(t, sites["uva"].nsenter(), `pando mounted at`, nil, "--config", alice, "mount", "--cache-dir", filepath.Join(uva.dir, "cache"), mnt)
+	if b, err := os.ReadFile(filepath.Join(mnt, "nat", "data", "f")); err != nil || string(b) != "behind the firewall\n" {
+		t.Fatalf("alice's mount reading nat through the relay: %q %v", b, err)
+	}
 }
