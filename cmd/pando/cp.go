@@ -82,7 +82,7 @@ summary.`,
 				gerr error
 			)
 			grid := func() (*cli.Grid, error) {
-				once.Do(func() { gr, gerr = g.Grid(client.Options{Streams: o.Streams, Protection: protection}) })
+				once.Do(func() { gr, gerr = g.Grid(client.Options{Streams: o.Streams, Protection: protection, RenewCert: true}) })
 				return gr, gerr
 			}
 			o.Grid = func() (*client.Client, error) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Fingerprint is the SHA-256 of a certificate's DER, as `openssl x509
@@ -159,6 +160,11 @@ func (t *Trust) Verify(chain []*x509.Certificate, usage x509.ExtKeyUsage) (Ident
 		inter.AddCert(c)
 	}
 	if _, err := chain[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		var invalid x509.CertificateInvalidError
+		if errors.As(err, &invalid) && invalid.Reason == x509.Expired {
+			return id, fmt.Errorf("the certificate of %s expired at %s (or is not valid yet); long-running clients renew theirs, others get new credentials from an administrator: %w",
+				id, chain[0].NotAfter.UTC().Format(time.RFC3339), err)
+		}
 		return id, fmt.Errorf("the certificate of %s was not issued by domain %s's CA: %w", id, id.Domain, err)
 	}
 	return id, nil

@@ -15,10 +15,11 @@ import (
 // renewal is tried again every minute (more often near the end) until the
 // certificate expires; the one held serves meanwhile. A linked domain's
 // client presents its home client's and renews nothing.
+//
+// Only a client that presents a certificate of its own renews it: not a
+// linked domain's client, nor a gateway's clients for its users (the
+// gateway's own renews it, and they present it: Options.CertOf).
 func (c *Client) renewCert() {
-	if c.peer != nil || c.opts.ActFor != "" {
-		return // a gateway's clients for its users: the gateway renews its own
-	}
 	for {
 		leaf := c.cert.Load().Leaf
 		if leaf == nil {
@@ -79,7 +80,7 @@ func (c *Client) renewOnce() error {
 
 // CertExpires is when the certificate the client presents expires.
 func (c *Client) CertExpires() time.Time {
-	if leaf := c.cert.Load().Leaf; leaf != nil {
+	if leaf := c.presented().Leaf; leaf != nil {
 		return leaf.NotAfter
 	}
 	return time.Time{}

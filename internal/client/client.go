@@ -57,6 +57,13 @@ type Options struct {
 	// (PEM) each time a KeepFresh client renews its certificate, to keep
 	// them (an agent writes them back to its configuration file).
 	CertRenewed func(cert, key []byte)
+	// RenewCert renews the certificate (as KeepFresh does) in a client
+	// that keeps nothing else fresh: a gateway's own, a long transfer's.
+	RenewCert bool
+	// CertOf, if set, is the client whose certificate this one presents,
+	// as it renews it (a gateway's clients for its users present the
+	// gateway's own).
+	CertOf *Client
 
 	peerOf *peerOf // a linked domain's client (Peer)
 }
@@ -161,9 +168,19 @@ func New(cfg *config.Config, opts Options) (*Client, error) {
 	if opts.KeepFresh {
 		go c.keepFresh()
 		go c.followMounts()
+	}
+	if (opts.KeepFresh || opts.RenewCert) && c.peer == nil && opts.CertOf == nil && opts.ActFor == "" && opts.Bearer == "" {
 		go c.renewCert()
 	}
 	return c, nil
+}
+
+// presented is the certificate the client presents now.
+func (c *Client) presented() *tls.Certificate {
+	if c.opts.CertOf != nil {
+		return c.opts.CertOf.presented()
+	}
+	return c.cert.Load()
 }
 
 // presentCert has conf present the client's certificate as it is at each
@@ -173,9 +190,9 @@ func (c *Client) presentCert(conf *tls.Config) {
 	conf.Certificates = nil
 	conf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		if c.peer != nil {
-			return c.peer.home.cert.Load(), nil
+			return c.peer.home.presented(), nil
 		}
-		return c.cert.Load(), nil
+		return c.presented(), nil
 	}
 }
 

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -86,5 +89,37 @@ func TestCertRenewed(t *testing.T) {
 	defer mu.Unlock()
 	if len(renewed) != after {
 		t.Errorf("a revoked user's certificate was renewed (%d renewals, %d before)", len(renewed), after)
+	}
+}
+
+// TestGatewayCertRenewed: a gateway whose certificate lasts 9 s renews it
+// and serves, well after the first one expired, a user it never served
+// before (whose client dials the controller and the share anew).
+func TestGatewayCertRenewed(t *testing.T) {
+	d := newDomain(t, "uva", "--cert-ttl", "9s")
+	root := d.addShare("data")
+	if err := os.WriteFile(filepath.Join(root, "f.txt"), []byte("still served\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.addUser("alice")
+	d.addUser("late")
+	d.pando(d.admin, "acl", "set", "/uva/data", "alice", "rl", "late", "rl").ok()
+	web := filepath.Join(d.dir, "web.json")
+	d.pando(d.admin, "user", "add", "web", "--gateway", "-o", web).ok()
+	pw := filepath.Join(d.dir, "passwd")
+	runPando(t, "alice-password\n", web, "serve", "passwd", "--passwords", pw, "alice").ok()
+	runPando(t, "late-password\n", web, "serve", "passwd", "--passwords", pw, "late").ok()
+	_, m := start(t, `at (https://\S+)/ \(its certificate: (\S+)\)`, nil, "--config", web, "serve", "http",
+		"--listen", "127.0.0.1:0", "--cache-dir", filepath.Join(d.dir, "gwcache"), "--passwords", pw)
+	get := func(user string) string {
+		out, _ := exec.Command("curl", "-sS", "--cacert", m[2], "-u", user, "-w", "%{http_code}", m[1]+"/uva/data/f.txt").Output()
+		return string(out)
+	}
+	if out := get("alice:alice-password"); out != "still served\n200" {
+		t.Fatalf("GET as alice: %q", out)
+	}
+	time.Sleep(15 * time.Second) // the gateway's first certificate has expired
+	if out := get("late:late-password"); out != "still served\n200" {
+		t.Fatalf("GET as a user first served after the gateway's first certificate expired: %q", out)
 	}
 }

@@ -237,7 +237,11 @@ func (g *Gateway) Acquire(ctx context.Context, user string) (*vfs.FS, error) {
 // acquire is Acquire, with the client and cache the gateway opened for
 // user beside the vfs over them.
 func (g *Gateway) acquire(ctx context.Context, user string) (*userFS, error) {
-	opts := client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log}
+	ctl, err := g.control() // its certificate, renewed, is the one every user's client presents
+	if err != nil {
+		return nil, err
+	}
+	opts := client.Options{ActFor: user, KeepFresh: true, Log: g.cfg.Log, CertOf: ctl}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if strings.HasPrefix(user, bearerPrefix) {

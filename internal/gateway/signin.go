@@ -105,7 +105,7 @@ func (g *Gateway) control() (*client.Client, error) {
 	g.ctlMu.Lock()
 	defer g.ctlMu.Unlock()
 	if g.ctl == nil {
-		cl, err := client.New(g.cfg.Client, client.Options{Log: g.cfg.Log})
+		cl, err := client.New(g.cfg.Client, client.Options{Log: g.cfg.Log, RenewCert: true})
 		if err != nil {
 			return nil, fmt.Errorf("the gateway cannot reach its controller: %w", err)
 		}
